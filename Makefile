@@ -1,0 +1,15 @@
+# The two set-up commands of the README. Both install what is missing first (infra/bootstrap.sh).
+.PHONY: run test bench
+
+run:  ## run the main job on the local stack
+	infra/bootstrap.sh
+	.venv/bin/webgym run
+
+test:  ## run every test tier against the real local stack
+	infra/bootstrap.sh
+	.venv/bin/webgym up
+	.venv/bin/pytest
+
+bench:  ## benchmarks; results land in bench/results/*.json
+	infra/bootstrap.sh
+	.venv/bin/python -m bench.serde_observation

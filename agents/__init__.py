@@ -1,0 +1,1 @@
+"""The actor side: browser workers (Playwright) and policy workers (prompt, parser, backends)."""

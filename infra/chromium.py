@@ -1,0 +1,53 @@
+"""How Playwright launches the Chromium that the settings name (Debian's, by default)."""
+
+from __future__ import annotations
+
+import subprocess
+from typing import Any
+
+from infra.settings import Settings
+
+# Headless on a machine with no display and no outside network: without the background-networking
+# flags Chromium keeps dialling update and sync services and floods the log with refusals.
+CHROMIUM_ARGS = (
+    "--headless=new",
+    "--no-sandbox",  # workers often run as root in containers, where the sandbox cannot start
+    "--disable-gpu",
+    "--disable-dev-shm-usage",  # small /dev/shm in containers crashes renderers
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
+
+
+class ChromiumMissing(RuntimeError):
+    """The configured Chromium executable does not exist or does not run."""
+
+
+def launch_options(settings: Settings, extra_args: list[str] | None = None) -> dict[str, Any]:
+    """Keyword arguments for ``playwright.chromium.launch``."""
+    if not settings.chromium_path.exists():
+        raise ChromiumMissing(
+            f"Chromium not found at {settings.chromium_path}. Install Debian's build with "
+            "`apt-get install chromium`, or set WEBGYM_CHROMIUM_PATH to a Chromium executable."
+        )
+    return {
+        "executable_path": str(settings.chromium_path),
+        "headless": True,
+        "args": [*CHROMIUM_ARGS, *(extra_args or [])],
+    }
+
+
+def chromium_version(settings: Settings) -> str:
+    """``Chromium 156.0...`` as the executable reports it."""
+    launch_options(settings)  # raises ChromiumMissing with the fix
+    result = subprocess.run(
+        [str(settings.chromium_path), "--version"], capture_output=True, text=True, timeout=30
+    )
+    if result.returncode != 0:
+        raise ChromiumMissing(
+            f"{settings.chromium_path} --version failed: {result.stderr.strip()[-500:]}"
+        )
+    return result.stdout.strip()

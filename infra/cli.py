@@ -1,0 +1,230 @@
+"""The ``webgym`` command line. Errors are sorted here, at the edge: every known failure prints
+what went wrong and what to do next, and exits non-zero; anything else is a bug and crashes
+loudly with its traceback."""
+
+from __future__ import annotations
+
+import datetime
+import time
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Column, Table
+
+from infra import stack
+from infra.chromium import ChromiumMissing
+from infra.producer import DeliveryError
+from infra.settings import Settings, SettingsError
+from infra.topic_admin import (
+    BrokerUnreachable,
+    TopicMissing,
+    create_topics,
+    describe_topics,
+    topic_states,
+)
+from infra.topics import MIB, TOPICS
+
+console = Console()
+errors = Console(stderr=True)
+
+app = typer.Typer(
+    help="webgym-streams: training environment and online RL loop for visual web agents, "
+    "event-sourced on Apache Kafka. Start with `webgym up`, then `webgym run`.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+topics_app = typer.Typer(help="The Kafka topics of the topic table.", no_args_is_help=True)
+app.add_typer(topics_app, name="topics")
+
+KNOWN_ERRORS = (
+    stack.StackError,
+    BrokerUnreachable,
+    SettingsError,
+    ChromiumMissing,
+    DeliveryError,
+    TopicMissing,
+)
+
+
+def _settings() -> Settings:
+    try:
+        return Settings()
+    except ValidationError as exc:
+        raise SettingsError(f"invalid WEBGYM_* setting:\n{exc}") from exc
+
+
+def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn the known failures into a red message and exit code 1."""
+
+    @wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except KNOWN_ERRORS as exc:
+            errors.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+            raise typer.Exit(1) from None
+
+    return wrapper
+
+
+def _since(timestamp: float | None) -> str:
+    if timestamp is None:
+        return "-"
+    started = datetime.datetime.fromtimestamp(timestamp).strftime("%Y-%m-%d %H:%M:%S")
+    return f"{started} ({int(time.time() - timestamp)} s ago)"
+
+
+@app.command()
+@user_errors
+def up(
+    topics: bool = typer.Option(True, help="also create the topics of the table"),
+) -> None:
+    """Start the local stack (Kafka KRaft node + MinIO on loopback) and wait until both answer.
+
+    Safe to run again: what already runs is left alone. The first run fetches Kafka with Maven
+    and builds MinIO with Go into the cache dir (a few minutes); later runs take seconds.
+    """
+    settings = _settings()
+    started = time.monotonic()
+    with console.status("starting the local stack...") as spinner:
+        timings = stack.up(settings, report=lambda line: (spinner.update(line), console.print(line)))
+        if topics:
+            spinner.update("creating topics...")
+            states = create_topics(settings)
+    created = [s.name for s in states if s.outcome == "created"] if topics else []
+    console.print(
+        f"[green]stack up[/] in {time.monotonic() - started:.1f}s "
+        f"(kafka {settings.bootstrap_servers}, minio {settings.minio_endpoint}); "
+        f"logs in {settings.logs_dir}"
+    )
+    if created:
+        console.print(f"created {len(created)} topics")
+    if timings.get("minio_build_s", 0) > 1 or timings.get("kafka_jars_s", 0) > 1:
+        console.print(f"first-time set-up: {', '.join(f'{k} {v:.0f}' for k, v in timings.items())}")
+    console.print("stop it with `webgym down`")
+
+
+@app.command()
+@user_errors
+def down() -> None:
+    """Stop the processes `webgym up` started (and only those). Data stays in the state dir."""
+    settings = _settings()
+    stopped = stack.down(settings)
+    console.print(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running")
+
+
+@app.command()
+@user_errors
+def status() -> None:
+    """What the local stack runs, where, and since when."""
+    settings = _settings()
+    table = Table("service", "state", "address", "pid", "since", "detail")
+    for row in stack.status(settings):
+        colour = {"running": "green", "present": "green"}.get(row.state, "red")
+        table.add_row(
+            row.name,
+            f"[{colour}]{row.state}[/]",
+            row.address,
+            str(row.pid or "-"),
+            _since(row.since),
+            row.detail,
+        )
+    console.print(table)
+    console.print(f"state dir {settings.state_dir}, cache dir {settings.cache_dir}")
+
+
+@app.command()
+@user_errors
+def run() -> None:
+    """The main job on the local stack: brings the stack up and runs the job.
+
+    Until the rollout loop lands this is a smoke job: a Chromium screenshot of a local page,
+    carried as an observation event through Kafka and a consumer group, and stored in MinIO.
+    """
+    from infra.smoke import run_smoke  # imports Playwright: only when the job runs
+
+    settings = _settings()
+    with console.status("starting the local stack...") as spinner:
+        stack.up(settings, report=spinner.update)
+        spinner.update("creating topics...")
+        create_topics(settings)
+        result = run_smoke(settings, progress=spinner.update)
+    console.print(
+        f"[green]ok[/] episode {result.episode_id}: screenshot {result.screenshot_bytes} bytes "
+        f"of '{result.title}', Kafka round trip {result.kafka_round_trip_s * 1000:.0f} ms, "
+        f"stored at {result.minio_object}"
+    )
+
+
+@topics_app.command("create")
+@user_errors
+def topics_create() -> None:
+    """Create every topic of the table that is missing. Idempotent; reports partition mismatches."""
+    settings = _settings()
+    states = create_topics(settings)
+    mismatched = [s for s in states if s.outcome == "mismatch"]
+    for state in states:
+        console.print(f"{state.outcome:>8}  {state.name}")
+    if mismatched:
+        for state in mismatched:
+            errors.print(
+                f"[yellow]warning:[/] {state.name} has {state.actual_partitions} partitions, the "
+                f"table says {state.expected_partitions}. Episode-keyed topics must share one "
+                "count; recreate the topic or set WEBGYM_DEFAULT_PARTITIONS to match."
+            )
+        raise typer.Exit(2)
+
+
+@topics_app.command("list")
+@user_errors
+def topics_list() -> None:
+    """The topic table, and whether each topic exists on the cluster."""
+    settings = _settings()
+    table = Table("key", "parts", "retention", "cleanup", "max msg", "cluster")
+    table.columns.insert(0, Column("topic", no_wrap=True))
+    for state in topic_states(settings):
+        spec = state.spec
+        retention = "forever" if spec.retention_ms < 0 else f"{spec.retention_ms // 86_400_000} d"
+        on_cluster = {
+            "exists": "[green]yes[/]",
+            "missing": "[red]missing[/]",
+            "mismatch": f"[yellow]{state.actual_partitions} partitions[/]",
+        }[state.outcome]
+        table.add_row(
+            state.name,
+            spec.key,
+            str(state.expected_partitions),
+            retention,
+            spec.cleanup_policy,
+            f"{spec.max_message_bytes / MIB:g} MiB",
+            on_cluster,
+        )
+    console.print(table)
+
+
+@topics_app.command("describe")
+@user_errors
+def topics_describe(
+    names: list[str] = typer.Argument(None, help="topic names (default: every topic of the table)"),
+) -> None:
+    """The broker's effective settings of the topics (partitions, retention, cleanup, size)."""
+    settings = _settings()
+    names = names or [spec.name(settings) for spec in TOPICS]
+    shown = ("cleanup.policy", "retention.ms", "max.message.bytes", "min.insync.replicas")
+    partitions = {s.name: s.actual_partitions for s in topic_states(settings)}
+    table = Table("topic", "partitions", *shown)
+    for name, config in describe_topics(settings, names).items():
+        table.add_row(name, str(partitions.get(name, "?")), *(config.get(key, "-") for key in shown))
+    console.print(table)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

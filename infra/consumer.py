@@ -1,0 +1,130 @@
+"""Consuming webgym events from Kafka in a consumer group.
+
+Delivery guarantee: at least once. Auto-commit is off; :meth:`EventConsumer.commit` commits the
+positions of every record returned so far, so a caller that commits only after it has handled
+(and flushed the outputs of) those records never skips one. After a crash, the group resumes
+right after the last committed record, so handlers must be idempotent on ``event_id``.
+
+Poison records (bytes that do not decode as a webgym event) never reach the caller and never
+stall the partition: they go to the dead-letter topic first, then consumption moves on.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message
+
+from infra.dead_letters import DeadLetterRouter
+from infra.settings import Settings
+from schemas.serde import EventDecodeError, SchemaCatalog, default_catalog
+
+log = logging.getLogger(__name__)
+
+
+def build_consumer(settings: Settings, group_id: str, client_id: str, **overrides: Any) -> Consumer:
+    """A confluent-kafka consumer with the project's reliability defaults."""
+    config: dict[str, Any] = {
+        "bootstrap.servers": settings.bootstrap_servers,
+        "group.id": group_id,
+        "client.id": client_id,
+        # Commit explicitly after processing: at least once, never at most once.
+        "enable.auto.commit": False,
+        # A new group reads the whole log: replay and late-attached analytics start at 0.
+        "auto.offset.reset": "earliest",
+        # Records may carry screenshots; fetch them whole.
+        "max.partition.fetch.bytes": 16 * 1024 * 1024,
+    }
+    config.update(overrides)
+    return Consumer(config)
+
+
+@dataclass(frozen=True)
+class ConsumedEvent:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    event_type: str
+    record: dict[str, Any]
+    headers: list[tuple[str, bytes]]
+
+
+class EventConsumer:
+    """Decodes records; sends the ones that do not decode to the dead-letter topic."""
+
+    def __init__(
+        self,
+        consumer: Consumer,
+        dead_letters: DeadLetterRouter,
+        catalog: SchemaCatalog | None = None,
+    ):
+        self._consumer = consumer
+        self._dead_letters = dead_letters
+        self._catalog = catalog or default_catalog()
+        self.dead_lettered = 0
+
+    def subscribe(self, topics: list[str]) -> None:
+        self._consumer.subscribe(topics)
+
+    def poll(self, timeout: float = 1.0) -> ConsumedEvent | None:
+        """The next decodable event, or None when nothing (decodable) arrived in time."""
+        message = self._consumer.poll(timeout)
+        if message is None:
+            return None
+        return self._accept(message)
+
+    def consume(self, max_events: int = 100, timeout: float = 1.0) -> list[ConsumedEvent]:
+        """Up to ``max_events`` decodable events from one fetch."""
+        messages = self._consumer.consume(max_events, timeout)
+        events = []
+        for message in messages:
+            event = self._accept(message)
+            if event is not None:
+                events.append(event)
+        return events
+
+    def commit(self) -> None:
+        """Synchronously commit the position after every record returned so far."""
+        try:
+            self._consumer.commit(asynchronous=False)
+        except KafkaException as exc:
+            # Nothing consumed since the last commit is not an error worth stopping for.
+            if exc.args[0].code() != KafkaError._NO_OFFSET:
+                raise
+
+    def close(self) -> None:
+        self._consumer.close()
+
+    def _accept(self, message: Message) -> ConsumedEvent | None:
+        error = message.error()
+        if error is not None:
+            if error.fatal():
+                raise KafkaException(error)
+            log.warning("consumer error (continuing): %s", error.str())
+            return None
+        try:
+            decoded = self._catalog.decode(message.value())
+        except EventDecodeError as exc:
+            log.warning(
+                "poison record %s[%d]@%d -> %s: %s",
+                message.topic(),
+                message.partition(),
+                message.offset(),
+                self._dead_letters.topic,
+                exc,
+            )
+            self._dead_letters.route(message, exc)
+            self.dead_lettered += 1
+            return None
+        return ConsumedEvent(
+            topic=message.topic(),
+            partition=message.partition(),
+            offset=message.offset(),
+            key=message.key(),
+            event_type=decoded.event_type,
+            record=decoded.record,
+            headers=list(message.headers() or []),
+        )

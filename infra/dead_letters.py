@@ -1,0 +1,59 @@
+"""Routing poison records to the dead-letter topic.
+
+Guarantee: :meth:`DeadLetterRouter.route` returns only after the broker acknowledged the dead
+letter, so a consumer that then commits past the poison record has lost nothing. The dead letter
+keeps the original key and value bytes and names its source (topic, partition, offset) and the
+error twice: in the Avro ``dead_letter`` event and in record headers, so tools that never decode
+Avro (kcat, the console consumer) can still see where it came from.
+"""
+
+from __future__ import annotations
+
+from confluent_kafka import Message
+
+from infra.producer import EventProducer, now_ms
+from infra.settings import Settings
+
+HEADER_TOPIC = "webgym.source.topic"
+HEADER_PARTITION = "webgym.source.partition"
+HEADER_OFFSET = "webgym.source.offset"
+HEADER_ERROR_CLASS = "webgym.error.class"
+HEADER_ERROR = "webgym.error.message"
+MAX_ERROR_CHARS = 2000
+
+
+def dead_letter_event_id(topic: str, partition: int, offset: int) -> str:
+    """Deterministic: routing the same record twice yields the same event id."""
+    return f"dlq:{topic}:{partition}:{offset}"
+
+
+class DeadLetterRouter:
+    def __init__(self, settings: Settings, producer: EventProducer):
+        self.topic = settings.topic("dlq")
+        self._producer = producer
+
+    def route(self, message: Message, error: BaseException) -> None:
+        """Write ``message`` to the dead-letter topic and wait for the acknowledgement."""
+        topic, partition, offset = message.topic(), message.partition(), message.offset()
+        error_class = type(error).__name__
+        error_text = str(error)[:MAX_ERROR_CHARS]
+        record = {
+            "event_id": dead_letter_event_id(topic, partition, offset),
+            "ts": now_ms(),
+            "source_topic": topic,
+            "source_partition": partition,
+            "source_offset": offset,
+            "error_class": error_class,
+            "error_message": error_text,
+            "original_key": message.key(),
+            "original_value": message.value(),
+        }
+        headers = [
+            (HEADER_TOPIC, topic.encode()),
+            (HEADER_PARTITION, str(partition).encode()),
+            (HEADER_OFFSET, str(offset).encode()),
+            (HEADER_ERROR_CLASS, error_class.encode()),
+            (HEADER_ERROR, error_text.encode()),
+        ]
+        self._producer.produce(self.topic, message.key(), "dead_letter", record, headers)
+        self._producer.flush()

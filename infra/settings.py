@@ -1,0 +1,110 @@
+"""The one settings object of webgym-streams.
+
+Every value has a default that works on the local stack and an environment variable
+``WEBGYM_<FIELD>`` that overrides it (``WEBGYM_BOOTSTRAP_SERVERS``, ``WEBGYM_TOPIC_PREFIX``, ...).
+Only the CLI and test fixtures construct it; every other module receives it as a parameter and
+never reads the environment itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _xdg_dir(variable: str, fallback: str) -> Path:
+    # Read here, once, as the default of a settings field; no other module looks at os.environ.
+    base = os.environ.get(variable) or str(Path.home() / fallback)
+    return Path(base) / "webgym"
+
+
+class SettingsError(ValueError):
+    """A setting is missing or inconsistent; the message says which and how to fix it."""
+
+
+class Settings(BaseSettings):
+    """Connection points, names and local directories, with defaults for the local stack."""
+
+    model_config = SettingsConfigDict(env_prefix="WEBGYM_", extra="ignore")
+
+    # Kafka
+    bootstrap_servers: str = Field("127.0.0.1:9092", description="Kafka bootstrap servers")
+    topic_prefix: str = Field("webgym", description="prefix of every topic name")
+    default_partitions: int = Field(
+        8, ge=1, description="partitions of every episode-keyed topic (they must share one count)"
+    )
+    replication_factor: int = Field(1, ge=1, description="replication factor for created topics")
+    local_kafka_controller_port: int = Field(
+        9093, description="controller listener port of the local KRaft node (`webgym up`)"
+    )
+    local_kafka_heap: str = Field("768m", description="max heap of the local broker JVM")
+
+    # Object storage
+    minio_endpoint: str = Field("127.0.0.1:9000", description="MinIO/S3 endpoint host:port")
+    minio_secure: bool = Field(False, description="use TLS to reach the endpoint")
+    minio_access_key: SecretStr | None = Field(
+        None, description="access key; default: the local stack's generated credentials"
+    )
+    minio_secret_key: SecretStr | None = Field(
+        None, description="secret key; default: the local stack's generated credentials"
+    )
+    policies_bucket: str = Field("webgym-policies", description="bucket for published weights")
+    artifacts_bucket: str = Field("webgym-artifacts", description="bucket for other artifacts")
+
+    # Browser
+    chromium_path: Path = Field(
+        Path("/usr/bin/chromium"), description="Chromium executable Playwright launches"
+    )
+
+    # Local directories
+    state_dir: Path = Field(
+        default_factory=lambda: _xdg_dir("XDG_STATE_HOME", ".local/state"),
+        description="data dirs, pid files, logs and generated credentials of the local stack",
+    )
+    cache_dir: Path = Field(
+        default_factory=lambda: _xdg_dir("XDG_CACHE_HOME", ".cache"),
+        description="downloaded Kafka jars and the MinIO build; safe to delete",
+    )
+
+    @field_validator("topic_prefix")
+    @classmethod
+    def _topic_prefix_is_legal(cls, value: str) -> str:
+        allowed = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+        if not value or not set(value) <= allowed:
+            raise ValueError(
+                f"topic prefix {value!r} may only use letters, digits, '.', '_' and '-'"
+            )
+        return value
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.state_dir / "logs"
+
+    @property
+    def minio_credentials_file(self) -> Path:
+        return self.state_dir / "minio" / "credentials.json"
+
+    def topic(self, suffix: str) -> str:
+        """Full topic name for a table entry, e.g. ``topic("observations")``."""
+        return f"{self.topic_prefix}.{suffix}"
+
+    def minio_credentials(self) -> tuple[str, str]:
+        """Access and secret key: from the settings if given, else the local stack's own."""
+        if self.minio_access_key and self.minio_secret_key:
+            return (
+                self.minio_access_key.get_secret_value(),
+                self.minio_secret_key.get_secret_value(),
+            )
+        path = self.minio_credentials_file
+        if not path.exists():
+            raise SettingsError(
+                f"no MinIO credentials: {path} does not exist. Run `webgym up` to start the local "
+                "stack (it generates them), or set WEBGYM_MINIO_ACCESS_KEY and "
+                "WEBGYM_MINIO_SECRET_KEY for an existing server."
+            )
+        stored = json.loads(path.read_text())
+        return stored["access_key"], stored["secret_key"]

@@ -1,0 +1,245 @@
+"""The local Apache Kafka: one KRaft node (broker + controller) on the installed JDK.
+
+Jars come from Maven Central: ``pom.xml`` beside this file names the broker artifact and Maven
+copies it, with its dependencies, into the cache dir (once per pom content). Storage is
+formatted on first start with a cluster id kept in the state dir.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+import uuid
+from base64 import urlsafe_b64encode
+from pathlib import Path
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
+from infra.settings import Settings
+from infra.stack.process import ManagedProcess, StackError, split_host_port
+
+POM = Path(__file__).parent / "pom.xml"
+START_TIMEOUT_S = 90.0
+
+LOG4J2 = """\
+rootLogger.level=INFO
+rootLogger.appenderRef.stdout.ref=STDOUT
+appender.stdout.type=Console
+appender.stdout.name=STDOUT
+appender.stdout.layout.type=PatternLayout
+appender.stdout.layout.pattern=[%d] %p %m (%c)%n
+logger.kafka.name=kafka
+logger.kafka.level=INFO
+logger.state.name=state.change.logger
+logger.state.level=WARN
+"""
+
+
+def kafka_version() -> str:
+    match = re.search(r"<kafka.version>([^<]+)</kafka.version>", POM.read_text())
+    if not match:
+        raise StackError(f"{POM} does not name kafka.version")
+    return match.group(1)
+
+
+def _jar_dir(settings: Settings) -> Path:
+    digest = hashlib.sha256(POM.read_bytes()).hexdigest()[:12]
+    return settings.cache_dir / "kafka" / f"{kafka_version()}-{digest}"
+
+
+def jars_cached(settings: Settings) -> bool:
+    return (_jar_dir(settings) / ".complete").exists()
+
+
+def fetch_jars(settings: Settings) -> Path:
+    """Resolve the broker jars through Maven into the cache; a no-op when already there."""
+    target = _jar_dir(settings)
+    if (target / ".complete").exists():
+        return target
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise StackError(
+            "Maven (mvn) is not installed; it fetches the Kafka jars from Maven Central. "
+            "Install it with `apt-get install maven` and run `webgym up` again."
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
+        libs = Path(scratch) / "libs"
+        result = subprocess.run(
+            [
+                mvn,
+                "-B",
+                "-q",
+                "-f",
+                str(POM),
+                "dependency:copy-dependencies",
+                f"-DoutputDirectory={libs}",
+                "-DincludeScope=runtime",
+            ],
+            capture_output=True,
+            text=True,
+        )
+        if result.returncode != 0:
+            raise StackError(
+                "Maven could not fetch the Kafka jars from Maven Central "
+                f"(exit {result.returncode}):\n{(result.stdout + result.stderr)[-2000:]}\n"
+                "Check that Maven Central is reachable (proxy settings in ~/.m2/settings.xml)."
+            )
+        (libs / ".complete").write_text(kafka_version())
+        shutil.rmtree(target, ignore_errors=True)
+        libs.rename(target)
+    return target
+
+
+def _java() -> str:
+    java = shutil.which("java")
+    if java is None:
+        raise StackError(
+            "Java is not installed; Kafka 4 needs Java 17 or newer. Install it with "
+            "`apt-get install openjdk-17-jre-headless` and run `webgym up` again."
+        )
+    return java
+
+
+class LocalKafka:
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.host, self.port = split_host_port(settings.bootstrap_servers, "WEBGYM_BOOTSTRAP_SERVERS")
+        self.controller_port = settings.local_kafka_controller_port
+        self.home = settings.state_dir / "kafka"
+        self.process = ManagedProcess("kafka", settings.state_dir)
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def ports(self) -> list[int]:
+        return [self.port, self.controller_port]
+
+    def preflight(self) -> None:
+        """Fail early, with the fix, when a tool this start needs is missing."""
+        _java()
+        if not jars_cached(self.settings) and shutil.which("mvn") is None:
+            fetch_jars(self.settings)  # raises the Maven message
+
+    def server_properties(self) -> str:
+        data = self.home / "data"
+        return "\n".join(
+            [
+                "process.roles=broker,controller",
+                "node.id=1",
+                f"controller.quorum.voters=1@{self.host}:{self.controller_port}",
+                f"listeners=PLAINTEXT://{self.host}:{self.port},"
+                f"CONTROLLER://{self.host}:{self.controller_port}",
+                f"advertised.listeners=PLAINTEXT://{self.host}:{self.port}",
+                "controller.listener.names=CONTROLLER",
+                "inter.broker.listener.name=PLAINTEXT",
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                f"log.dirs={data}",
+                # One node: internal topics cannot have more replicas than brokers.
+                "offsets.topic.replication.factor=1",
+                "transaction.state.log.replication.factor=1",
+                "transaction.state.log.min.isr=1",
+                "share.coordinator.state.topic.replication.factor=1",
+                "share.coordinator.state.topic.min.isr=1",
+                # Tests and restarts should not wait 3 s for a group to settle.
+                "group.initial.rebalance.delay.ms=0",
+                f"num.partitions={self.settings.default_partitions}",
+                # Our topics are created from the table; a typo must not create a topic.
+                "auto.create.topics.enable=false",
+                # Screenshots: the broker-wide cap must admit the largest topic's messages.
+                "message.max.bytes=17825792",
+                "",
+            ]
+        )
+
+    def start(self, libs: Path) -> None:
+        java = _java()
+        self.home.mkdir(parents=True, exist_ok=True)
+        properties = self.home / "server.properties"
+        properties.write_text(self.server_properties())
+        log4j = self.home / "log4j2.properties"
+        log4j.write_text(LOG4J2)
+        classpath = f"{libs}/*"
+        if not (self.home / "data" / "meta.properties").exists():
+            self._format(java, classpath, properties)
+        env = dict(os.environ)
+        env.pop("CLASSPATH", None)
+        command = [
+            java,
+            f"-Xmx{self.settings.local_kafka_heap}",
+            "-Xms128m",
+            "-XX:+UseG1GC",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={log4j}",
+            "-cp",
+            classpath,
+            "kafka.Kafka",
+            str(properties),
+        ]
+        self.process.start(command, env, self.address, self.home)
+
+    def _format(self, java: str, classpath: str, properties: Path) -> None:
+        cluster_file = self.home / "cluster.id"
+        if not cluster_file.exists():
+            cluster_file.write_text(urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))
+        result = subprocess.run(
+            [
+                java,
+                "-cp",
+                classpath,
+                "kafka.tools.StorageTool",
+                "format",
+                "--ignore-formatted",
+                "-t",
+                cluster_file.read_text().strip(),
+                "-c",
+                str(properties),
+            ],
+            capture_output=True,
+            text=True,
+        )
+        if result.returncode != 0:
+            raise StackError(
+                f"formatting Kafka storage in {self.home / 'data'} failed:\n"
+                f"{(result.stdout + result.stderr)[-2000:]}\n"
+                f"If the directory is from another Kafka version, remove {self.home} and retry."
+            )
+
+    def healthy(self) -> bool:
+        admin = AdminClient(
+            {
+                "bootstrap.servers": self.address,
+                "socket.timeout.ms": 2000,
+                # A refused connection is the expected answer while the broker starts: stay quiet.
+                "log_level": 0,
+            }
+        )
+        try:
+            admin.list_topics(timeout=2)
+        except KafkaException:
+            return False
+        return True
+
+    def wait_healthy(self, timeout: float = START_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.process.alive():
+                raise StackError(
+                    f"Kafka exited during start. Last lines of {self.process.log}:\n"
+                    f"{self.process.tail()}"
+                )
+            if self.healthy():
+                return
+            time.sleep(0.5)
+        raise StackError(
+            f"Kafka did not answer on {self.address} within {timeout:.0f}s; "
+            f"see {self.process.log}"
+        )

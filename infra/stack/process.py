@@ -1,0 +1,146 @@
+"""Processes the local stack starts, remembered by pid file so that it stops only its own.
+
+A pid file holds the pid and the kernel's start time of that pid (``/proc/<pid>/stat`` field
+22). A pid whose start time differs was reused by some other program after ours died, so it
+is never signalled: ``stop`` kills exactly the processes ``start`` launched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class StackError(RuntimeError):
+    """The local stack cannot start or stop; the message says what to do."""
+
+
+def _start_ticks(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may contain spaces; fields after it are space-separated.
+    fields = stat[stat.rindex(")") + 2 :].split()
+    if fields[0] == "Z":  # a zombie has exited already
+        return None
+    return int(fields[19])
+
+
+def port_is_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def split_host_port(address: str, what: str) -> tuple[str, int]:
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise StackError(f"{what} {address!r} is not host:port")
+    return host or "127.0.0.1", int(port)
+
+
+@dataclass(frozen=True)
+class RunningProcess:
+    name: str
+    pid: int
+    started_at: float
+    address: str
+    log: Path
+
+
+class ManagedProcess:
+    """One service of the local stack: its pid file, its log, start and stop."""
+
+    def __init__(self, name: str, state_dir: Path):
+        self.name = name
+        self.pid_file = state_dir / "run" / f"{name}.json"
+        self.log = state_dir / "logs" / f"{name}.log"
+
+    def running(self) -> RunningProcess | None:
+        """The process we started, if it is still alive; clears a stale pid file."""
+        if not self.pid_file.exists():
+            return None
+        try:
+            saved = json.loads(self.pid_file.read_text())
+        except (OSError, ValueError):
+            self.pid_file.unlink(missing_ok=True)
+            return None
+        if _start_ticks(saved["pid"]) != saved["start_ticks"]:
+            self.pid_file.unlink(missing_ok=True)
+            return None
+        return RunningProcess(
+            self.name, saved["pid"], saved["started_at"], saved["address"], self.log
+        )
+
+    def start(self, command: list[str], env: dict[str, str], address: str, cwd: Path) -> int:
+        """Launch in its own session (so signals reach its children), log to ``self.log``."""
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        self.pid_file.parent.mkdir(parents=True, exist_ok=True)
+        with self.log.open("ab") as log:
+            log.write(f"\n==== webgym: starting {self.name} at {time.ctime()} ====\n".encode())
+            log.flush()
+            process = subprocess.Popen(
+                command,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        ticks = _start_ticks(process.pid)
+        self.pid_file.write_text(
+            json.dumps(
+                {
+                    "pid": process.pid,
+                    "start_ticks": ticks,
+                    "started_at": time.time(),
+                    "address": address,
+                    "command": command,
+                }
+            )
+        )
+        return process.pid
+
+    def alive(self) -> bool:
+        return self.running() is not None
+
+    def stop(self, timeout: float = 30.0) -> bool:
+        """SIGTERM our process group, SIGKILL after ``timeout``. True if something was stopped."""
+        running = self.running()
+        if running is None:
+            return False
+        self._signal(running.pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.alive():
+            time.sleep(0.2)
+        if self.alive():
+            self._signal(running.pid, signal.SIGKILL)
+            while self.alive():
+                time.sleep(0.1)
+        self.pid_file.unlink(missing_ok=True)
+        return True
+
+    def tail(self, lines: int = 20) -> str:
+        if not self.log.exists():
+            return "(no log written)"
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+    @staticmethod
+    def _signal(pid: int, sig: signal.Signals) -> None:
+        try:
+            # start_new_session made the pid its own process-group leader: the group is ours.
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            pass

@@ -1,0 +1,126 @@
+"""Creates and inspects the topics of the table on a broker.
+
+``create_topics`` is idempotent: a topic that exists is left alone, and one whose partition
+count differs from the table is reported (Kafka cannot shrink partitions, and growing them
+would move episodes between partitions, so we never change it silently).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+from infra.settings import Settings
+from infra.topics import TOPICS, TopicSpec
+
+ADMIN_TIMEOUT_S = 30.0
+
+
+class BrokerUnreachable(RuntimeError):
+    """No broker answered; the message says where we looked and what to do."""
+
+
+class TopicMissing(LookupError):
+    """A named topic does not exist on the cluster."""
+
+
+@dataclass(frozen=True)
+class TopicState:
+    spec: TopicSpec
+    name: str
+    outcome: Literal["created", "exists", "mismatch", "missing"]
+    expected_partitions: int
+    actual_partitions: int | None
+
+
+def build_admin(settings: Settings) -> AdminClient:
+    return AdminClient({"bootstrap.servers": settings.bootstrap_servers})
+
+
+def existing_partitions(admin: AdminClient, settings: Settings) -> dict[str, int]:
+    """Partition count of every topic on the cluster, by name."""
+    try:
+        metadata = admin.list_topics(timeout=10)
+    except KafkaException as exc:
+        raise BrokerUnreachable(
+            f"no Kafka broker answered at {settings.bootstrap_servers} ({exc}). Start the local "
+            "stack with `webgym up`, or set WEBGYM_BOOTSTRAP_SERVERS to your cluster."
+        ) from exc
+    return {name: len(topic.partitions) for name, topic in metadata.topics.items()}
+
+
+def topic_states(settings: Settings, admin: AdminClient | None = None) -> list[TopicState]:
+    """Compare the table with the cluster without changing anything."""
+    admin = admin or build_admin(settings)
+    present = existing_partitions(admin, settings)
+    states = []
+    for spec in TOPICS:
+        name = spec.name(settings)
+        expected = spec.partition_count(settings)
+        actual = present.get(name)
+        if actual is None:
+            outcome = "missing"
+        elif actual == expected:
+            outcome = "exists"
+        else:
+            outcome = "mismatch"
+        states.append(TopicState(spec, name, outcome, expected, actual))
+    return states
+
+
+def create_topics(settings: Settings, admin: AdminClient | None = None) -> list[TopicState]:
+    """Create every missing topic of the table; report the rest. Safe to run any number of times."""
+    admin = admin or build_admin(settings)
+    states = topic_states(settings, admin)
+    to_create = [
+        NewTopic(
+            state.name,
+            num_partitions=state.expected_partitions,
+            replication_factor=settings.replication_factor,
+            config=state.spec.config(),
+        )
+        for state in states
+        if state.outcome == "missing"
+    ]
+    if not to_create:
+        return states
+    futures = admin.create_topics(to_create, operation_timeout=ADMIN_TIMEOUT_S)
+    created = set()
+    for name, future in futures.items():
+        try:
+            future.result(timeout=ADMIN_TIMEOUT_S)
+            created.add(name)
+        except KafkaException as exc:
+            # Another process created it between our look and our create: that is success.
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+    return [
+        TopicState(s.spec, s.name, "created", s.expected_partitions, s.expected_partitions)
+        if s.name in created
+        else s
+        for s in states
+    ]
+
+
+def describe_topics(
+    settings: Settings, names: list[str], admin: AdminClient | None = None
+) -> dict[str, dict[str, str]]:
+    """The broker's effective configuration of each named topic."""
+    admin = admin or build_admin(settings)
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, name) for name in names]
+    described = {}
+    for resource, future in admin.describe_configs(resources).items():
+        try:
+            entries = future.result(timeout=ADMIN_TIMEOUT_S)
+        except KafkaException as exc:
+            if exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise TopicMissing(
+                    f"topic {resource.name} does not exist on {settings.bootstrap_servers}; "
+                    "create the table's topics with `webgym topics create`"
+                ) from exc
+            raise
+        described[resource.name] = {key: entry.value for key, entry in entries.items()}
+    return described

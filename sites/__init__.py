@@ -1,0 +1,1 @@
+"""The local practice web: generated multi-page websites with ground truth."""

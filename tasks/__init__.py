@@ -1,0 +1,1 @@
+"""Task sets: the WebGym format, rubrics, decomposition, the out-of-distribution split."""
