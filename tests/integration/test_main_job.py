@@ -1,0 +1,23 @@
+"""The README's main command, `webgym run`, on the local stack."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from infra.smoke import run_smoke
+
+
+def test_smoke_job_round_trips_a_screenshot(settings):
+    result = run_smoke(settings, progress=lambda line: None)
+    assert result.screenshot_bytes > 1000
+    assert result.title == "webgym smoke"
+    assert result.minio_object.startswith(f"s3://{settings.artifacts_bucket}/smoke/")
+
+
+def test_webgym_run_exits_zero(stack_settings):
+    completed = subprocess.run(
+        [sys.executable, "-m", "infra.cli", "run"], capture_output=True, text=True, timeout=300
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert "ok episode smoke-" in completed.stdout

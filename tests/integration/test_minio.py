@@ -1,0 +1,29 @@
+"""An object written to and read back from the real MinIO server."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import uuid
+
+from infra.objects import build_minio, ensure_buckets
+
+
+def test_object_round_trip(settings):
+    client = build_minio(settings)
+    assert ensure_buckets(client, settings) == []  # `webgym up` made them already
+    payload = os.urandom(3 * 1024 * 1024 + 17)  # crosses a multipart boundary of the client
+    name = f"tests/{uuid.uuid4().hex}/weights.bin"
+    client.put_object(settings.artifacts_bucket, name, io.BytesIO(payload), len(payload))
+    try:
+        assert client.stat_object(settings.artifacts_bucket, name).size == len(payload)
+        response = client.get_object(settings.artifacts_bucket, name)
+        try:
+            stored = response.read()
+        finally:
+            response.close()
+            response.release_conn()
+        assert hashlib.sha256(stored).digest() == hashlib.sha256(payload).digest()
+    finally:
+        client.remove_object(settings.artifacts_bucket, name)

@@ -1,0 +1,66 @@
+"""Pid-file bookkeeping of the local stack, on harmless `sleep` processes."""
+
+import json
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from infra.stack.process import ManagedProcess, StackError, port_is_free, split_host_port
+
+
+def test_start_running_stop(tmp_path):
+    managed = ManagedProcess("sleeper", tmp_path)
+    pid = managed.start(["sleep", "60"], env={}, address="-", cwd=tmp_path)
+    running = managed.running()
+    assert running is not None and running.pid == pid
+    assert managed.stop(timeout=5) is True
+    assert managed.running() is None
+    assert not managed.pid_file.exists()
+    assert managed.stop() is False  # nothing left to stop
+
+
+def test_a_reused_pid_is_never_signalled(tmp_path):
+    stranger = subprocess.Popen(["sleep", "60"])
+    try:
+        managed = ManagedProcess("sleeper", tmp_path)
+        managed.pid_file.parent.mkdir(parents=True)
+        # Our record names the stranger's pid but a different start time: a reused pid.
+        managed.pid_file.write_text(
+            json.dumps({"pid": stranger.pid, "start_ticks": 1, "started_at": 0, "address": "-"})
+        )
+        assert managed.running() is None
+        assert managed.stop() is False
+        assert stranger.poll() is None  # still alive
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+def test_sigterm_ignored_means_sigkill(tmp_path):
+    managed = ManagedProcess("stubborn", tmp_path)
+    code = "import signal,time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(60)"
+    managed.start([sys.executable, "-c", code], env={}, address="-", cwd=tmp_path)
+    for _ in range(100):
+        if "up" in managed.tail():
+            break
+        time.sleep(0.05)
+    assert managed.stop(timeout=0.5) is True
+    assert managed.running() is None
+
+
+def test_port_is_free():
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        assert port_is_free("127.0.0.1", port) is False
+    assert port_is_free("127.0.0.1", port) is True
+
+
+def test_split_host_port():
+    assert split_host_port("127.0.0.1:9092", "x") == ("127.0.0.1", 9092)
+    with pytest.raises(StackError, match="not host:port"):
+        split_host_port("localhost", "WEBGYM_MINIO_ENDPOINT")

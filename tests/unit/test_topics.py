@@ -1,0 +1,48 @@
+from infra.settings import Settings
+from infra.topics import TOPICS, topic_spec
+
+DESIGN_TOPICS = {
+    "tasks",
+    "episodes",
+    "ops.navigate",
+    "ops.act",
+    "observations",
+    "ops.infer",
+    "inferences",
+    "trajectories",
+    "trajectories.scored",
+    "trajectories.success",
+    "policy.versions",
+    "dlq",
+}
+
+
+def test_the_table_has_every_topic_of_the_design_once():
+    suffixes = [spec.suffix for spec in TOPICS]
+    assert sorted(suffixes) == sorted(DESIGN_TOPICS)
+
+
+def test_episode_keyed_topics_share_one_partition_count():
+    settings = Settings(default_partitions=12)
+    counts = {spec.partition_count(settings) for spec in TOPICS if spec.key == "episode_id"}
+    assert counts == {12}
+
+
+def test_compacted_topics_keep_their_latest_value_forever():
+    compacted = {spec.suffix for spec in TOPICS if spec.cleanup_policy == "compact"}
+    assert compacted == {"tasks", "policy.versions"}
+    assert topic_spec("tasks").config() == {
+        "cleanup.policy": "compact",
+        "max.message.bytes": str(1024 * 1024),
+        "retention.ms": "-1",
+    }
+
+
+def test_screenshot_topics_admit_large_messages():
+    assert topic_spec("observations").max_message_bytes >= 8 * 1024 * 1024
+    assert topic_spec("dlq").max_message_bytes > topic_spec("observations").max_message_bytes
+
+
+def test_names_use_the_prefix():
+    settings = Settings(topic_prefix="lab7")
+    assert topic_spec("ops.act").name(settings) == "lab7.ops.act"
