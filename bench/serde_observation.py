@@ -21,23 +21,26 @@ from schemas.serde import default_catalog
 RESULTS = Path(__file__).parent / "results" / "serde_observation.json"
 ROUNDS = 2000
 
+
 def _data_url(html: str) -> str:
     return "data:text/html," + quote(html)
 
 
-BUSY_PAGE = _data_url("".join(
-    [
-        "<html><body style='font-family:sans-serif;margin:20px'><h1>Results for kettles</h1>",
-        "<table border=1 cellpadding=6>",
-        *(
-            f"<tr style='background:hsl({i * 37 % 360},70%,85%)'><td>Kettle model {i}</td>"
-            f"<td>${10 + i * 1.37:.2f}</td><td>{'&#9733;' * (i % 5 + 1)}</td>"
-            f"<td>In stock at store #{i * 7}</td></tr>"
-            for i in range(40)
-        ),
-        "</table></body></html>",
-    ]
-))
+BUSY_PAGE = _data_url(
+    "".join(
+        [
+            "<html><body style='font-family:sans-serif;margin:20px'><h1>Results for kettles</h1>",
+            "<table border=1 cellpadding=6>",
+            *(
+                f"<tr style='background:hsl({i * 37 % 360},70%,85%)'><td>Kettle model {i}</td>"
+                f"<td>${10 + i * 1.37:.2f}</td><td>{'&#9733;' * (i % 5 + 1)}</td>"
+                f"<td>In stock at store #{i * 7}</td></tr>"
+                for i in range(40)
+            ),
+            "</table></body></html>",
+        ]
+    )
+)
 
 
 # Photo-like content compresses badly: random pixels on half the viewport give a heavy JPEG.
@@ -105,7 +108,10 @@ def main() -> None:
         "screenshot": {"format": "jpeg", "quality": 80, "width": 1280, "height": 768},
         "rounds": ROUNDS,
         "cases": cases,
-        "machine": {"python": platform.python_version(), "cpu": platform.processor() or platform.machine()},
+        "machine": {
+            "python": platform.python_version(),
+            "cpu": platform.processor() or platform.machine(),
+        },
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")

@@ -8,7 +8,7 @@ import datetime
 import time
 from collections.abc import Callable
 from functools import wraps
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
@@ -91,7 +91,9 @@ def up(
     settings = _settings()
     started = time.monotonic()
     with console.status("starting the local stack...") as spinner:
-        timings = stack.up(settings, report=lambda line: (spinner.update(line), console.print(line)))
+        timings = stack.up(
+            settings, report=lambda line: (spinner.update(line), console.print(line))
+        )
         if topics:
             spinner.update("creating topics...")
             states = create_topics(settings)
@@ -209,7 +211,10 @@ def topics_list() -> None:
 @topics_app.command("describe")
 @user_errors
 def topics_describe(
-    names: list[str] = typer.Argument(None, help="topic names (default: every topic of the table)"),
+    names: Annotated[
+        list[str] | None,
+        typer.Argument(help="topic names (default: every topic of the table)"),
+    ] = None,
 ) -> None:
     """The broker's effective settings of the topics (partitions, retention, cleanup, size)."""
     settings = _settings()
@@ -218,7 +223,9 @@ def topics_describe(
     partitions = {s.name: s.actual_partitions for s in topic_states(settings)}
     table = Table("topic", "partitions", *shown)
     for name, config in describe_topics(settings, names).items():
-        table.add_row(name, str(partitions.get(name, "?")), *(config.get(key, "-") for key in shown))
+        table.add_row(
+            name, str(partitions.get(name, "?")), *(config.get(key, "-") for key in shown)
+        )
     console.print(table)
 
 

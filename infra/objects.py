@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 from minio import Minio
 
 from infra.settings import Settings
@@ -25,3 +27,17 @@ def ensure_buckets(client: Minio, settings: Settings) -> list[str]:
             client.make_bucket(bucket)
             created.append(bucket)
     return created
+
+
+def put_bytes(client: Minio, bucket: str, name: str, data: bytes, content_type: str) -> None:
+    client.put_object(bucket, name, io.BytesIO(data), len(data), content_type=content_type)
+
+
+def read_bytes(client: Minio, bucket: str, name: str) -> bytes:
+    """The whole object; the HTTP connection goes back to the pool either way."""
+    response = client.get_object(bucket, name)
+    try:
+        return response.read()
+    finally:
+        response.close()
+        response.release_conn()

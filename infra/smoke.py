@@ -15,14 +15,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from io import BytesIO
 
 from playwright.sync_api import sync_playwright
 
 from infra.chromium import launch_options
 from infra.consumer import EventConsumer, build_consumer
 from infra.dead_letters import DeadLetterRouter
-from infra.objects import build_minio
+from infra.objects import build_minio, put_bytes, read_bytes
 from infra.producer import EventProducer, now_ms
 from infra.settings import Settings
 
@@ -30,7 +29,8 @@ VIEWPORT = {"width": 1280, "height": 768}
 PAGE = b"""<!doctype html><html><head><title>webgym smoke</title>
 <style>body{font-family:sans-serif;background:linear-gradient(#e8f0ff,#fff);margin:40px}
 button{font-size:20px;padding:10px 20px}</style></head>
-<body><h1>webgym-streams</h1><p>The local stack answers.</p><button>Continue</button></body></html>"""
+<body><h1>webgym-streams</h1><p>The local stack answers.</p>
+<button>Continue</button></body></html>"""
 
 
 class SmokeFailure(RuntimeError):
@@ -132,15 +132,9 @@ def run_smoke(settings: Settings, progress: Callable[[str], None] = print) -> Sm
     progress("MinIO: screenshot stored and read back")
     client = build_minio(settings)
     name = f"smoke/{episode_id}.jpg"
-    client.put_object(
-        settings.artifacts_bucket, name, BytesIO(image), len(image), content_type="image/jpeg"
-    )
-    response = client.get_object(settings.artifacts_bucket, name)
-    try:
-        stored = response.read()
-    finally:
-        response.close()
-        response.release_conn()
-    if stored != image:
+    put_bytes(client, settings.artifacts_bucket, name, image, content_type="image/jpeg")
+    if read_bytes(client, settings.artifacts_bucket, name) != image:
         raise SmokeFailure(f"s3://{settings.artifacts_bucket}/{name} differs from what was written")
-    return SmokeResult(episode_id, len(image), title, round_trip, f"s3://{settings.artifacts_bucket}/{name}")
+    return SmokeResult(
+        episode_id, len(image), title, round_trip, f"s3://{settings.artifacts_bucket}/{name}"
+    )

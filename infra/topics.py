@@ -45,7 +45,9 @@ class TopicSpec:
             "max.message.bytes": str(self.max_message_bytes),
         }
         # Compacted topics keep the latest value per key forever; retention applies to deletes.
-        config["retention.ms"] = "-1" if self.cleanup_policy == "compact" else str(self.retention_ms)
+        config["retention.ms"] = (
+            "-1" if self.cleanup_policy == "compact" else str(self.retention_ms)
+        )
         return config
 
 
@@ -76,7 +78,11 @@ TOPICS: tuple[TopicSpec, ...] = (
         max_message_bytes=4 * MIB,
     ),
     TopicSpec(
-        "trajectories", "episode_id", "assembled trajectories", 90 * DAY_MS, max_message_bytes=4 * MIB
+        "trajectories",
+        "episode_id",
+        "assembled trajectories",
+        90 * DAY_MS,
+        max_message_bytes=4 * MIB,
     ),
     TopicSpec(
         "trajectories.scored",
@@ -92,9 +98,7 @@ TOPICS: tuple[TopicSpec, ...] = (
         90 * DAY_MS,
         max_message_bytes=4 * MIB,
     ),
-    TopicSpec(
-        "policy.versions", "policy_name", "published weights", -1, "compact", partitions=1
-    ),
+    TopicSpec("policy.versions", "policy_name", "published weights", -1, "compact", partitions=1),
     TopicSpec(
         "dlq",
         "original key",

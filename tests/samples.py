@@ -102,7 +102,15 @@ def sample(event_type: str) -> dict[str, Any]:
             "url": "http://kettles.webgym.test/",
             "title": "Kettles & Co",
             "set_of_marks": [
-                {"id": "7", "role": "button", "name": "Search", "x": 10, "y": 20, "width": 80, "height": 30}
+                {
+                    "id": "7",
+                    "role": "button",
+                    "name": "Search",
+                    "x": 10,
+                    "y": 20,
+                    "width": 80,
+                    "height": 30,
+                }
             ],
             "timings_ms": {"action": 12.5, "screenshot": 31.0},
         },
@@ -139,7 +147,12 @@ def sample(event_type: str) -> dict[str, Any]:
             **_trajectory(),
             "reward": 1.0,
             "verdicts": [
-                {"fact_group_id": "g1", "fact": "$24.99", "satisfied": True, "rationale": "shown on page"}
+                {
+                    "fact_group_id": "g1",
+                    "fact": "$24.99",
+                    "satisfied": True,
+                    "rationale": "shown on page",
+                }
             ],
             "judge_name": "practice-web-verifier",
             "judge_version": "1",

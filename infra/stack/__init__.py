@@ -59,7 +59,9 @@ def up(settings: Settings, report: Report = print) -> dict[str, float]:
     ):
         running = service.process.running()
         if running is not None:
-            report(f"{service.process.name} already running (pid {running.pid}) on {running.address}")
+            report(
+                f"{service.process.name} already running (pid {running.pid}) on {running.address}"
+            )
             continue
         service.preflight()
         _check_ports(service, hint)
@@ -109,7 +111,10 @@ def down(settings: Settings) -> list[str]:
 def status(settings: Settings) -> list[ServiceStatus]:
     rows = []
     kafka, minio = _services(settings)
-    versions = {"kafka": f"Apache Kafka {kafka_version()} (KRaft)", "minio": f"MinIO {MINIO_VERSION}"}
+    versions = {
+        "kafka": f"Apache Kafka {kafka_version()} (KRaft)",
+        "minio": f"MinIO {MINIO_VERSION}",
+    }
     for service in (kafka, minio):
         name = service.process.name
         running = service.process.running()
@@ -129,7 +134,11 @@ def status(settings: Settings) -> list[ServiceStatus]:
         )
     try:
         version = chromium_version(settings)
-        rows.append(ServiceStatus("chromium", "present", str(settings.chromium_path), None, None, version))
+        rows.append(
+            ServiceStatus("chromium", "present", str(settings.chromium_path), None, None, version)
+        )
     except ChromiumMissing as exc:
-        rows.append(ServiceStatus("chromium", "missing", str(settings.chromium_path), None, None, str(exc)))
+        rows.append(
+            ServiceStatus("chromium", "missing", str(settings.chromium_path), None, None, str(exc))
+        )
     return rows

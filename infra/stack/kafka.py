@@ -13,7 +13,6 @@ import re
 import shutil
 import subprocess
 import tempfile
-import time
 import uuid
 from base64 import urlsafe_b64encode
 from pathlib import Path
@@ -22,7 +21,12 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from infra.settings import Settings
-from infra.stack.process import ManagedProcess, StackError, split_host_port
+from infra.stack.process import (
+    ManagedProcess,
+    StackError,
+    split_host_port,
+    wait_until_healthy,
+)
 
 POM = Path(__file__).parent / "pom.xml"
 START_TIMEOUT_S = 90.0
@@ -110,10 +114,12 @@ def _java() -> str:
 class LocalKafka:
     def __init__(self, settings: Settings):
         self.settings = settings
-        self.host, self.port = split_host_port(settings.bootstrap_servers, "WEBGYM_BOOTSTRAP_SERVERS")
+        self.host, self.port = split_host_port(
+            settings.bootstrap_servers, "WEBGYM_BOOTSTRAP_SERVERS"
+        )
         self.controller_port = settings.local_kafka_controller_port
         self.home = settings.state_dir / "kafka"
-        self.process = ManagedProcess("kafka", settings.state_dir)
+        self.process = ManagedProcess("kafka", settings.state_dir, "Kafka")
 
     @property
     def address(self) -> str:
@@ -229,17 +235,4 @@ class LocalKafka:
         return True
 
     def wait_healthy(self, timeout: float = START_TIMEOUT_S) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not self.process.alive():
-                raise StackError(
-                    f"Kafka exited during start. Last lines of {self.process.log}:\n"
-                    f"{self.process.tail()}"
-                )
-            if self.healthy():
-                return
-            time.sleep(0.5)
-        raise StackError(
-            f"Kafka did not answer on {self.address} within {timeout:.0f}s; "
-            f"see {self.process.log}"
-        )
+        wait_until_healthy(self.process, self.healthy, self.address, timeout)

@@ -12,13 +12,17 @@ import os
 import secrets
 import shutil
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 from infra.settings import Settings
-from infra.stack.process import ManagedProcess, StackError, split_host_port
+from infra.stack.process import (
+    ManagedProcess,
+    StackError,
+    split_host_port,
+    wait_until_healthy,
+)
 
 MINIO_MODULE = "github.com/minio/minio"
 MINIO_VERSION = "v0.0.0-20260212201848-7aac2a2c5b7c"
@@ -92,7 +96,7 @@ class LocalMinio:
         self.settings = settings
         self.host, self.port = split_host_port(settings.minio_endpoint, "WEBGYM_MINIO_ENDPOINT")
         self.home = settings.state_dir / "minio"
-        self.process = ManagedProcess("minio", settings.state_dir)
+        self.process = ManagedProcess("minio", settings.state_dir, "MinIO")
 
     @property
     def address(self) -> str:
@@ -131,17 +135,4 @@ class LocalMinio:
             return False
 
     def wait_healthy(self, timeout: float = START_TIMEOUT_S) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not self.process.alive():
-                raise StackError(
-                    f"MinIO exited during start. Last lines of {self.process.log}:\n"
-                    f"{self.process.tail()}"
-                )
-            if self.healthy():
-                return
-            time.sleep(0.3)
-        raise StackError(
-            f"MinIO did not answer on {self.address} within {timeout:.0f}s; "
-            f"see {self.process.log}"
-        )
+        wait_until_healthy(self.process, self.healthy, self.address, timeout)

@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,8 +63,9 @@ class RunningProcess:
 class ManagedProcess:
     """One service of the local stack: its pid file, its log, start and stop."""
 
-    def __init__(self, name: str, state_dir: Path):
+    def __init__(self, name: str, state_dir: Path, display_name: str):
         self.name = name
+        self.display_name = display_name
         self.pid_file = state_dir / "run" / f"{name}.json"
         self.log = state_dir / "logs" / f"{name}.log"
 
@@ -144,3 +146,23 @@ class ManagedProcess:
             os.killpg(pid, sig)
         except ProcessLookupError:
             pass
+
+
+def wait_until_healthy(
+    process: ManagedProcess, healthy: Callable[[], bool], address: str, timeout: float
+) -> None:
+    """Return once ``healthy()``; raise with the log's tail if the process dies or time runs out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not process.alive():
+            raise StackError(
+                f"{process.display_name} exited during start. Last lines of {process.log}:\n"
+                f"{process.tail()}"
+            )
+        if healthy():
+            return
+        time.sleep(0.3)
+    raise StackError(
+        f"{process.display_name} did not answer on {address} within {timeout:.0f}s; "
+        f"see {process.log}"
+    )

@@ -40,7 +40,7 @@ def test_poison_records_go_to_the_dlq_with_their_coordinates(settings, producer,
     letters = [e for e in drain(dlq, 2) if e.record["source_topic"] == topic]
     assert len(letters) == 2
     first, second = letters
-    assert [l.record["source_offset"] for l in letters] == [
+    assert [letter.record["source_offset"] for letter in letters] == [
         events[0].offset + 1,
         events[0].offset + 2,
     ]

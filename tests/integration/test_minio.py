@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import uuid
 
-from infra.objects import build_minio, ensure_buckets
+from infra.objects import build_minio, ensure_buckets, put_bytes, read_bytes
 
 
 def test_object_round_trip(settings):
@@ -15,15 +14,10 @@ def test_object_round_trip(settings):
     assert ensure_buckets(client, settings) == []  # `webgym up` made them already
     payload = os.urandom(3 * 1024 * 1024 + 17)  # crosses a multipart boundary of the client
     name = f"tests/{uuid.uuid4().hex}/weights.bin"
-    client.put_object(settings.artifacts_bucket, name, io.BytesIO(payload), len(payload))
+    put_bytes(client, settings.artifacts_bucket, name, payload, "application/octet-stream")
     try:
         assert client.stat_object(settings.artifacts_bucket, name).size == len(payload)
-        response = client.get_object(settings.artifacts_bucket, name)
-        try:
-            stored = response.read()
-        finally:
-            response.close()
-            response.release_conn()
+        stored = read_bytes(client, settings.artifacts_bucket, name)
         assert hashlib.sha256(stored).digest() == hashlib.sha256(payload).digest()
     finally:
         client.remove_object(settings.artifacts_bucket, name)

@@ -62,7 +62,8 @@ def second_stack(tmp_path):
 
 def _pids(state_dir: Path) -> dict[str, int]:
     return {
-        path.stem: json.loads(path.read_text())["pid"] for path in (state_dir / "run").glob("*.json")
+        path.stem: json.loads(path.read_text())["pid"]
+        for path in (state_dir / "run").glob("*.json")
     }
 
 

@@ -12,7 +12,7 @@ from infra.stack.process import ManagedProcess, StackError, port_is_free, split_
 
 
 def test_start_running_stop(tmp_path):
-    managed = ManagedProcess("sleeper", tmp_path)
+    managed = ManagedProcess("sleeper", tmp_path, "Sleeper")
     pid = managed.start(["sleep", "60"], env={}, address="-", cwd=tmp_path)
     running = managed.running()
     assert running is not None and running.pid == pid
@@ -25,7 +25,7 @@ def test_start_running_stop(tmp_path):
 def test_a_reused_pid_is_never_signalled(tmp_path):
     stranger = subprocess.Popen(["sleep", "60"])
     try:
-        managed = ManagedProcess("sleeper", tmp_path)
+        managed = ManagedProcess("sleeper", tmp_path, "Sleeper")
         managed.pid_file.parent.mkdir(parents=True)
         # Our record names the stranger's pid but a different start time: a reused pid.
         managed.pid_file.write_text(
@@ -40,8 +40,11 @@ def test_a_reused_pid_is_never_signalled(tmp_path):
 
 
 def test_sigterm_ignored_means_sigkill(tmp_path):
-    managed = ManagedProcess("stubborn", tmp_path)
-    code = "import signal,time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(60)"
+    managed = ManagedProcess("stubborn", tmp_path, "Stubborn")
+    code = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "print('up', flush=True); time.sleep(60)"
+    )
     managed.start([sys.executable, "-c", code], env={}, address="-", cwd=tmp_path)
     for _ in range(100):
         if "up" in managed.tail():

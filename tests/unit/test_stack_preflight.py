@@ -20,7 +20,9 @@ def test_missing_java(bare_path, tmp_path):
 
 
 def test_missing_maven_when_jars_are_not_cached(monkeypatch, tmp_path):
-    monkeypatch.setattr("infra.stack.kafka.shutil.which", lambda name: None if name == "mvn" else "/usr/bin/java")
+    monkeypatch.setattr(
+        "infra.stack.kafka.shutil.which", lambda name: None if name == "mvn" else "/usr/bin/java"
+    )
     kafka = LocalKafka(Settings(state_dir=tmp_path, cache_dir=tmp_path / "cache"))
     with pytest.raises(StackError, match="Maven .mvn. is not installed.*apt-get install maven"):
         kafka.preflight()

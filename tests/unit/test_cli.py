@@ -1,0 +1,50 @@
+"""Every command has help a new user can act on; known failures exit 1 with the next step."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from typer.testing import CliRunner
+
+from infra.cli import app
+
+runner = CliRunner()
+COMMANDS = [
+    ["up"],
+    ["down"],
+    ["status"],
+    ["run"],
+    ["topics", "create"],
+    ["topics", "list"],
+    ["topics", "describe"],
+]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_help(command):
+    result = runner.invoke(app, [*command, "--help"])
+    assert result.exit_code == 0
+    assert "Usage" in result.output
+    assert len(result.output.split()) > 12  # a description, not just the usage line
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_no_broker_says_to_start_the_stack(monkeypatch):
+    monkeypatch.setenv("WEBGYM_BOOTSTRAP_SERVERS", f"127.0.0.1:{_closed_port()}")
+    result = runner.invoke(app, ["topics", "list"])
+    assert result.exit_code == 1
+    assert "no Kafka broker answered" in result.output
+    assert "webgym up" in result.output
+
+
+def test_invalid_setting_is_named(monkeypatch):
+    monkeypatch.setenv("WEBGYM_DEFAULT_PARTITIONS", "zero")
+    result = runner.invoke(app, ["down"])
+    assert result.exit_code == 1
+    assert "default_partitions" in result.output
