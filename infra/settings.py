@@ -60,6 +60,25 @@ class Settings(BaseSettings):
         Path("/usr/bin/chromium"), description="Chromium executable Playwright launches"
     )
 
+    # Browser workers
+    practice_web_address: str = Field(
+        "127.0.0.1:8088",
+        description="where `webgym sites serve` listens; browsers map *.webgym.test there",
+    )
+    browser_navigate_concurrency: int = Field(
+        4, ge=1, description="navigations a browser worker runs at once (its own budget)"
+    )
+    browser_act_concurrency: int = Field(
+        8, ge=1, description="actions (click, type, ...) a browser worker runs at once"
+    )
+    browser_recycle_after: int = Field(
+        200, ge=1, description="contexts a browser serves before a fresh browser replaces it"
+    )
+    browser_jpeg_quality: int = Field(80, ge=1, le=100, description="JPEG screenshot quality")
+    browser_allow_private_hosts: bool = Field(
+        False, description="let agents open loopback, private and link-local addresses"
+    )
+
     # Local directories
     state_dir: Path = Field(
         default_factory=lambda: _xdg_dir("XDG_STATE_HOME", ".local/state"),
