@@ -5,6 +5,7 @@ loudly with its traceback."""
 from __future__ import annotations
 
 import datetime
+import os
 import time
 from collections.abc import Callable
 from functools import wraps
@@ -39,6 +40,10 @@ app = typer.Typer(
 )
 topics_app = typer.Typer(help="The Kafka topics of the topic table.", no_args_is_help=True)
 app.add_typer(topics_app, name="topics")
+worker_app = typer.Typer(
+    help="Workers: consumer-group members that serve one topic family.", no_args_is_help=True
+)
+app.add_typer(worker_app, name="worker")
 
 KNOWN_ERRORS = (
     stack.StackError,
@@ -227,6 +232,43 @@ def topics_describe(
             name, str(partitions.get(name, "?")), *(config.get(key, "-") for key in shown)
         )
     console.print(table)
+
+
+@worker_app.command("browser")
+@user_errors
+def worker_browser(
+    concurrency: Annotated[
+        int, typer.Option(min=1, help="actions (click, type, scroll...) served at once")
+    ] = 8,
+    navigate_concurrency: Annotated[
+        int | None,
+        typer.Option(min=1, help="navigations served at once (default: half of --concurrency)"),
+    ] = None,
+    group: Annotated[str, typer.Option(help="consumer group; one per fleet")] = "webgym-browser",
+    fault_injection: Annotated[
+        bool,
+        typer.Option(help="let tasks open chrome://crash and chrome://hang (chaos tests only)"),
+    ] = False,
+) -> None:
+    """Serve browser operations (navigate, act) with Playwright and Chromium, emit observations.
+
+    Joins the consumer group over webgym.ops.navigate, webgym.ops.act and webgym.episodes; start
+    as many workers as you like, on any host: partitions (and so episodes) spread over them.
+    Practice-web hosts (*.webgym.test) resolve to WEBGYM_PRACTICE_WEB_ADDRESS.
+    """
+    from agents.browser.main import run_browser_worker
+    from agents.browser.worker import BrowserWorkerConfig
+
+    settings = _settings()
+    config = BrowserWorkerConfig.from_settings(
+        settings,
+        act_concurrency=concurrency,
+        navigate_concurrency=navigate_concurrency or max(1, concurrency // 2),
+        group_id=group,
+        client_id=f"{group}-{os.getpid()}",
+        fault_injection=fault_injection,
+    )
+    run_browser_worker(settings, config)
 
 
 def main() -> None:

@@ -11,6 +11,7 @@ Assumes topics exist (``webgym topics create``) and the broker accepts messages 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
@@ -20,6 +21,7 @@ from infra.topics import LARGE_MESSAGE_BYTES
 from schemas.serde import SchemaCatalog, default_catalog
 
 Headers = list[tuple[str, bytes]]
+DeliveryCallback = Callable[[KafkaError | None, Message], None]
 
 
 class DeliveryError(RuntimeError):
@@ -67,18 +69,33 @@ class EventProducer:
         event_type: str,
         record: dict[str, Any],
         headers: Headers | None = None,
+        on_delivery: DeliveryCallback | None = None,
     ) -> None:
-        """Queue one event; encoding errors raise here, delivery errors at :meth:`flush`."""
+        """Queue one event; encoding errors raise here, delivery errors at :meth:`flush`.
+
+        ``on_delivery(error, message)`` runs from :meth:`poll` or :meth:`flush` once the broker
+        answered, for callers that act on each acknowledgement (e.g. to commit inputs).
+        """
         value = self._catalog.encode(event_type, record)
-        self.produce_raw(topic, key, value, headers)
+        self.produce_raw(topic, key, value, headers, on_delivery)
 
     def produce_raw(
-        self, topic: str, key: str | bytes | None, value: bytes | None, headers: Headers | None
+        self,
+        topic: str,
+        key: str | bytes | None,
+        value: bytes | None,
+        headers: Headers | None,
+        on_delivery: DeliveryCallback | None = None,
     ) -> None:
+        def delivered(error: KafkaError | None, message: Message) -> None:
+            self._on_delivery(error, message)
+            if on_delivery is not None:
+                on_delivery(error, message)
+
         while True:
             try:
                 self._producer.produce(
-                    topic, value=value, key=key, headers=headers, on_delivery=self._on_delivery
+                    topic, value=value, key=key, headers=headers, on_delivery=delivered
                 )
                 return
             except BufferError:

@@ -7,12 +7,14 @@ browser worker turns it into an error observation and the episode goes on.
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 ALLOWED_SCHEMES = frozenset({"http", "https"})
 # Blank pages and in-page navigations the browser makes on its own are not agent navigations.
 HARMLESS_URLS = frozenset({"about:blank"})
+# Chromium's own fault pages, for chaos tests of the fleet; refused unless fault injection is on.
+FAULT_URLS = frozenset({"chrome://crash", "chrome://crash/", "chrome://hang", "chrome://hang/"})
 
 
 def host_of(url: str) -> str:
@@ -49,26 +51,28 @@ class UrlPolicy:
 
     allowed_hosts: tuple[str, ...]
     allow_private: bool = False
-    extra_schemes: frozenset[str] = field(default_factory=frozenset)
+    fault_injection: bool = False
 
     @classmethod
     def for_episode(
-        cls, start_url: str, allowed_hosts: list[str], allow_private: bool = False
+        cls,
+        start_url: str,
+        allowed_hosts: list[str],
+        allow_private: bool = False,
+        fault_injection: bool = False,
     ) -> UrlPolicy:
         """The task's hosts; with none given, only the start URL's host."""
         hosts = tuple(allowed_hosts) or (host_of(start_url),)
-        return cls(hosts, allow_private)
+        return cls(hosts, allow_private, fault_injection)
 
     def refusal(self, url: str) -> str | None:
         """Why ``url`` may not be opened, or None when it may."""
-        if url in HARMLESS_URLS:
+        if url in HARMLESS_URLS or (self.fault_injection and url in FAULT_URLS):
             return None
         parts = urlsplit(url)
         scheme = parts.scheme.lower()
-        if scheme not in ALLOWED_SCHEMES and scheme not in self.extra_schemes:
+        if scheme not in ALLOWED_SCHEMES:
             return f"URL refused: scheme '{scheme or '(none)'}' is not allowed ({url[:200]})"
-        if scheme in self.extra_schemes:
-            return None
         host = (parts.hostname or "").lower()
         if not host:
             return f"URL refused: no host in {url[:200]}"

@@ -1,0 +1,1 @@
+"""Browser workers: operation events in, observation events out (Playwright + Chromium)."""

@@ -1,0 +1,77 @@
+"""JavaScript the browser worker runs inside pages: navigation tracking and set-of-marks."""
+
+# Added to every document of an episode's context before any page script runs. The Navigation
+# API's `navigate` event fires synchronously when the page starts any navigation (link, form,
+# location assignment), so one evaluate after an action tells whether the action navigated.
+INIT_SCRIPT = """
+(() => {
+  window.__webgymDoc = Math.random().toString(36).slice(2);
+  const mark = () => { window.__webgymNav = true; };
+  if (window.navigation) {
+    window.navigation.addEventListener('navigate', (e) => { if (!e.hashChange) mark(); });
+  }
+  window.addEventListener('beforeunload', mark);
+})();
+"""
+
+# Returns the document's identity and whether it is leaving or still loading.
+PAGE_STATE = """
+() => ({doc: window.__webgymDoc || null, nav: window.__webgymNav === true,
+        ready: document.readyState})
+"""
+
+SETTLED = "() => document.readyState === 'complete' && window.__webgymNav !== true"
+
+# Numbers every visible, topmost interactive element; returns the marks table and, when asked,
+# draws the numbered boxes the set-of-marks prompt refers to (removed again after the screenshot).
+MARKS = """
+(draw) => {
+  document.querySelectorAll('[data-webgym-overlay]').forEach((e) => e.remove());
+  document.querySelectorAll('[data-webgym-mark]').forEach((e) => e.removeAttribute('data-webgym-mark'));
+  const selector = 'a[href], button, input:not([type=hidden]), select, textarea, summary, ' +
+    '[role=button], [role=link], [role=checkbox], [role=tab], [role=menuitem], [onclick]';
+  const vw = window.innerWidth, vh = window.innerHeight;
+  const overlay = draw ? document.createElement('div') : null;
+  if (overlay) {
+    overlay.setAttribute('data-webgym-overlay', '');
+    overlay.style.cssText = 'position:fixed;inset:0;pointer-events:none;z-index:2147483647';
+  }
+  const marks = [];
+  for (const el of document.querySelectorAll(selector)) {
+    const r = el.getBoundingClientRect();
+    if (r.width < 2 || r.height < 2 || r.bottom <= 0 || r.right <= 0 || r.top >= vh || r.left >= vw) continue;
+    const style = getComputedStyle(el);
+    if (style.visibility === 'hidden' || style.display === 'none' || style.opacity === '0') continue;
+    const cx = Math.min(Math.max(r.left + r.width / 2, 0), vw - 1);
+    const cy = Math.min(Math.max(r.top + r.height / 2, 0), vh - 1);
+    const top = document.elementFromPoint(cx, cy);
+    if (top && top !== el && !el.contains(top) && !top.contains(el)) continue;
+    const id = String(marks.length);
+    el.setAttribute('data-webgym-mark', id);
+    const text = el.getAttribute('aria-label') || el.innerText || el.value ||
+      el.getAttribute('placeholder') || el.getAttribute('title') || el.getAttribute('name') || '';
+    const tag = el.tagName.toLowerCase();
+    const role = el.getAttribute('role') || (tag === 'a' ? 'link' : tag === 'input' ? (el.type || 'textbox') : tag);
+    marks.push({id, role, name: text.trim().replace(/\\s+/g, ' ').slice(0, 80),
+                x: Math.round(r.left), y: Math.round(r.top),
+                width: Math.round(r.width), height: Math.round(r.height)});
+    if (overlay) {
+      const box = document.createElement('div');
+      box.style.cssText = `position:fixed;left:${r.left}px;top:${r.top}px;width:${r.width}px;` +
+        `height:${r.height}px;outline:2px solid #e11;box-sizing:border-box`;
+      const label = document.createElement('span');
+      label.textContent = id;
+      label.style.cssText = 'position:absolute;left:0;top:-14px;background:#e11;color:#fff;' +
+        'font:bold 11px sans-serif;padding:0 3px';
+      box.appendChild(label);
+      overlay.appendChild(box);
+    }
+  }
+  if (overlay) document.documentElement.appendChild(overlay);
+  return marks;
+}
+"""
+
+REMOVE_OVERLAY = (
+    "() => document.querySelectorAll('[data-webgym-overlay]').forEach((e) => e.remove())"
+)

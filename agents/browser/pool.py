@@ -1,0 +1,75 @@
+"""Chromium processes shared by episodes, replaced after a number of contexts.
+
+A browser that has served ``recycle_after`` contexts takes no new ones; it is closed when its
+last context closes, so a long-running worker's memory stays bounded by what a fresh browser
+and the live episodes use. A browser that died is replaced on the next request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from playwright.async_api import Browser, Playwright
+
+from infra.chromium import launch_options
+from infra.settings import Settings
+
+
+@dataclass
+class PooledBrowser:
+    browser: Browser
+    served: int = 0
+    open: int = 0
+    retired: bool = False
+
+
+class BrowserPool:
+    def __init__(self, playwright: Playwright, settings: Settings, extra_args: list[str]):
+        self._playwright = playwright
+        self._settings = settings
+        self._extra_args = extra_args
+        self._current: PooledBrowser | None = None
+        self._all: list[PooledBrowser] = []
+        self.launched = 0
+
+    async def acquire(self) -> PooledBrowser:
+        """The browser a new context should use (one context is counted as opened)."""
+        current = self._current
+        if current is None or current.retired or not current.browser.is_connected():
+            if current is not None:
+                await self._retire(current)
+            browser = await self._playwright.chromium.launch(
+                **launch_options(self._settings, self._extra_args)
+            )
+            current = self._current = PooledBrowser(browser)
+            self._all.append(current)
+            self.launched += 1
+        current.served += 1
+        current.open += 1
+        if current.served >= self._settings.browser_recycle_after:
+            current.retired = True
+        return current
+
+    async def release(self, pooled: PooledBrowser) -> None:
+        """One context of ``pooled`` was closed."""
+        pooled.open -= 1
+        if pooled.retired and pooled.open <= 0:
+            await self._retire(pooled)
+
+    async def _retire(self, pooled: PooledBrowser) -> None:
+        pooled.retired = True
+        if pooled.open > 0 and pooled.browser.is_connected():
+            return  # closed by release() once its last context is done
+        if pooled in self._all:
+            self._all.remove(pooled)
+        if self._current is pooled:
+            self._current = None
+        if pooled.browser.is_connected():
+            await pooled.browser.close()
+
+    async def close(self) -> None:
+        for pooled in list(self._all):
+            if pooled.browser.is_connected():
+                await pooled.browser.close()
+        self._all.clear()
+        self._current = None

@@ -1,0 +1,261 @@
+"""One episode's browser: a fresh context and page, the URL policy, and observations.
+
+Two kinds of failure, kept apart as BrowserGym does: an action the page refuses becomes data
+(``Snapshot.action_error``) that the agent sees next step; a page that hangs, crashes or vanishes
+raises :class:`EpisodeFailure`, which ends only this episode (aborted, with the reason).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from playwright.async_api import Browser, BrowserContext, Dialog, Download, Page, Route
+from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import TimeoutError as PlaywrightTimeout
+
+from agents.browser.actions import ActionRefused, perform
+from agents.browser.page_script import INIT_SCRIPT, MARKS, PAGE_STATE, REMOVE_OVERLAY, SETTLED
+from agents.browser.url_policy import UrlPolicy
+
+SCREENSHOT_TIMEOUT_MS = 15_000
+
+
+class EpisodeFailure(Exception):
+    """The environment failed (hang, crash, closed browser): abort the episode with ``reason``."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    screenshot: bytes
+    screenshot_format: str
+    width: int
+    height: int
+    url: str
+    title: str
+    marks: list[dict[str, Any]] | None
+    action_error: str | None
+    timings_ms: dict[str, float]
+
+
+def _short(error: BaseException) -> str:
+    return str(error).strip().splitlines()[0][:300] if str(error).strip() else type(error).__name__
+
+
+class EpisodeSession:
+    """Owns one context; not shared between episodes; closed exactly once."""
+
+    def __init__(
+        self,
+        episode_id: str,
+        context: BrowserContext,
+        page: Page,
+        policy: UrlPolicy,
+        viewport: dict[str, int],
+        jpeg_quality: int,
+    ):
+        self.episode_id = episode_id
+        self.context = context
+        self.page = page
+        self.policy = policy
+        self.viewport = viewport
+        self.jpeg_quality = jpeg_quality
+        self.crashed = False
+        self.closed = False
+        self._notes: list[str] = []
+        self._doc: str | None = None
+        page.on("crash", self._on_crash)
+        page.on("dialog", self._on_dialog)
+        page.on("download", self._on_download)
+        context.on("page", self._on_new_page)
+
+    @classmethod
+    async def open(
+        cls,
+        browser: Browser,
+        episode_id: str,
+        policy: UrlPolicy,
+        viewport: dict[str, int],
+        jpeg_quality: int,
+    ) -> EpisodeSession:
+        context = await browser.new_context(viewport=viewport, accept_downloads=False)
+        await context.add_init_script(INIT_SCRIPT)
+        page = await context.new_page()
+        session = cls(episode_id, context, page, policy, viewport, jpeg_quality)
+        await context.route("**/*", session._guard)
+        return session
+
+    # -- operations ---------------------------------------------------------------------------
+
+    async def navigate(self, url: str, timeout_ms: int) -> str | None:
+        """Open ``url``; a refused URL is an action error, a hang or crash an EpisodeFailure."""
+        refusal = self.policy.refusal(url)
+        if refusal:
+            return refusal
+        try:
+            await self.page.goto(url, timeout=timeout_ms, wait_until="load")
+        except PlaywrightTimeout as exc:
+            raise EpisodeFailure(f"navigation timed out after {timeout_ms} ms: {url}") from exc
+        except PlaywrightError as exc:
+            self._raise_if_gone(exc)
+            return f"navigation failed: {_short(exc)}"
+        return self._take_notes()
+
+    async def act(self, action: dict[str, Any], timeout_ms: int) -> str | None:
+        """Perform one action, then wait until any navigation it started has loaded."""
+        kind = action["kind"]
+        try:
+            if kind == "navigate":
+                return await self.navigate(action.get("url") or "", timeout_ms)
+            if kind == "go_back":
+                response = await self.page.go_back(timeout=timeout_ms, wait_until="load")
+                if response is None and self.page.url in ("about:blank", ""):
+                    return "go_back: there is no previous page"
+                return self._take_notes()
+            await asyncio.wait_for(perform(self.page, action, self.viewport), timeout_ms / 1000)
+            await self._settle(timeout_ms)
+        except ActionRefused as exc:
+            return str(exc)
+        except (TimeoutError, PlaywrightTimeout) as exc:
+            if kind == "go_back":
+                raise EpisodeFailure(f"go_back timed out after {timeout_ms} ms") from exc
+            self._raise_if_gone(exc)
+            return f"{kind} did not complete within {timeout_ms} ms"
+        except PlaywrightError as exc:
+            self._raise_if_gone(exc)
+            return f"{kind} failed: {_short(exc)}"
+        return self._take_notes()
+
+    async def observe(self, set_of_marks: bool, screenshot_format: str) -> Snapshot:
+        timings: dict[str, float] = {}
+        try:
+            marks = None
+            if set_of_marks:
+                started = time.perf_counter()
+                marks = await self.page.evaluate(MARKS, True)
+                timings["marks"] = (time.perf_counter() - started) * 1000
+            started = time.perf_counter()
+            options: dict[str, Any] = {"type": screenshot_format, "timeout": SCREENSHOT_TIMEOUT_MS}
+            if screenshot_format == "jpeg":
+                options["quality"] = self.jpeg_quality
+            image = await self.page.screenshot(**options)
+            timings["screenshot"] = (time.perf_counter() - started) * 1000
+            if set_of_marks:
+                await self.page.evaluate(REMOVE_OVERLAY)
+            title = await self.page.title()
+        except (PlaywrightError, PlaywrightTimeout) as exc:
+            self._raise_if_gone(exc)
+            raise EpisodeFailure(f"screenshot failed: {_short(exc)}") from exc
+        return Snapshot(
+            screenshot=image,
+            screenshot_format=screenshot_format,
+            width=self.viewport["width"],
+            height=self.viewport["height"],
+            url=self.page.url,
+            title=title,
+            marks=marks,
+            action_error=None,
+            timings_ms=timings,
+        )
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            await self.context.close()
+        except PlaywrightError:
+            pass  # the browser died with it; nothing is left to close
+
+    # -- settling -----------------------------------------------------------------------------
+
+    async def _settle(self, timeout_ms: int) -> None:
+        """Return once the page is loaded and no navigation the action started is pending."""
+        try:
+            state = await self.page.evaluate(PAGE_STATE)
+            moved = state["nav"] or state["ready"] != "complete" or state["doc"] != self._doc
+            self._doc = state["doc"]
+        except PlaywrightError as exc:
+            self._raise_if_gone(exc)
+            moved = True  # the old document was torn down mid-evaluate: it navigated
+        if not moved:
+            return
+        try:
+            await self.page.wait_for_function(SETTLED, timeout=timeout_ms)
+        except PlaywrightTimeout as exc:
+            raise EpisodeFailure(
+                f"page did not finish loading within {timeout_ms} ms: {self.page.url}"
+            ) from exc
+        self._doc = (await self.page.evaluate(PAGE_STATE))["doc"]
+
+    # -- events -------------------------------------------------------------------------------
+
+    def _raise_if_gone(self, error: BaseException) -> None:
+        if self.crashed:
+            raise EpisodeFailure("renderer crashed") from error
+        if (
+            self.page.is_closed()
+            or not self.context.browser
+            or not self.context.browser.is_connected()
+        ):
+            raise EpisodeFailure(f"browser or page closed: {_short(error)}") from error
+        text = str(error)
+        if "Target crashed" in text or "Page crashed" in text:
+            self.crashed = True
+            raise EpisodeFailure("renderer crashed") from error
+        if "has been closed" in text:
+            raise EpisodeFailure(f"browser or page closed: {_short(error)}") from error
+
+    def _take_notes(self) -> str | None:
+        notes, self._notes = self._notes, []
+        return "; ".join(notes) or None
+
+    def _on_crash(self, page: Page) -> None:
+        self.crashed = True
+
+    def _on_dialog(self, dialog: Dialog) -> None:
+        self._notes.append(
+            f"a {dialog.type} dialog appeared and was dismissed: {dialog.message[:200]}"
+        )
+        asyncio.ensure_future(dialog.dismiss())
+
+    def _on_download(self, download: Download) -> None:
+        self._notes.append(f"download blocked: {download.suggested_filename}")
+
+    def _on_new_page(self, page: Page) -> None:
+        asyncio.ensure_future(self._adopt(page))
+
+    async def _adopt(self, popup: Page) -> None:
+        """A new tab: close it and open its URL in the episode's one page, if allowed."""
+        try:
+            await popup.wait_for_load_state("commit", timeout=5000)
+        except PlaywrightError:
+            pass
+        url = popup.url
+        await popup.close()
+        refusal = self.policy.refusal(url)
+        if refusal:
+            self._notes.append(f"a new tab was blocked: {refusal}")
+            return
+        self._notes.append(f"a new tab ({url}) was opened in this page instead")
+        try:
+            await self.page.goto(url, wait_until="load", timeout=30_000)
+        except PlaywrightError:
+            self._notes.append(f"the new tab's page did not load: {url}")
+
+    async def _guard(self, route: Route) -> None:
+        """Refuse navigations to URLs the policy forbids (links, forms, scripts alike)."""
+        request = route.request
+        if request.is_navigation_request():
+            refusal = self.policy.refusal(request.url)
+            if refusal:
+                self._notes.append(refusal)
+                await route.abort("blockedbyclient")
+                return
+        await route.continue_()

@@ -1,0 +1,419 @@
+"""The browser worker: browser operation events in, observation events out.
+
+Delivery guarantee: at least once. The worker is one member of the ``webgym-browser`` consumer
+group over ``ops.navigate``, ``ops.act`` and ``episodes``; the range assignor gives a member the
+same partition numbers of every topic, so every operation of an episode reaches the worker that
+holds its browser context. An input offset is committed only after the observation (or aborted
+event) it produced was acknowledged by the broker; records of different episodes finish in any
+order and the committed position never passes one still in flight.
+
+Each operation type has its own concurrency budget, so slow navigations never hold up actions of
+other episodes; the operations of one episode run one at a time, in order. A hang, a crash or a
+dead browser aborts that episode (``episodes`` event, kind ``aborted``, with the reason) and
+closes its context; the worker keeps serving. When partitions are revoked, the episodes on them
+are aborted with reason ``rebalanced`` before the new owner can see their next operation; an
+operation for an episode this worker does not hold aborts it (its browser state is gone).
+Aborted events have the deterministic id ``<episode_id>:aborted``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
+from playwright.async_api import async_playwright
+
+from agents.browser.offsets import OffsetTracker
+from agents.browser.pool import BrowserPool, PooledBrowser
+from agents.browser.session import EpisodeFailure, EpisodeSession, Snapshot
+from agents.browser.url_policy import UrlPolicy
+from infra.consumer import build_consumer
+from infra.dead_letters import DeadLetterRouter
+from infra.producer import EventProducer, now_ms
+from infra.settings import Settings
+from schemas.serde import EventDecodeError, SchemaCatalog, default_catalog
+
+log = logging.getLogger(__name__)
+
+GROUP_ID = "webgym-browser"
+TERMINAL_MEMORY = 100_000  # episode ids remembered as over, to ignore their late operations
+
+
+@dataclass
+class BrowserWorkerConfig:
+    navigate_concurrency: int
+    act_concurrency: int
+    group_id: str = GROUP_ID
+    client_id: str = "webgym-browser"
+    chromium_args: list[str] = field(default_factory=list)
+    # chrome://crash and chrome://hang open for chaos tests; never for real training runs.
+    fault_injection: bool = False
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **overrides: Any) -> BrowserWorkerConfig:
+        rules = f"MAP *.webgym.test {settings.practice_web_address}"
+        config = cls(
+            navigate_concurrency=settings.browser_navigate_concurrency,
+            act_concurrency=settings.browser_act_concurrency,
+            chromium_args=[f"--host-resolver-rules={rules}"],
+        )
+        for key, value in overrides.items():
+            setattr(config, key, value)
+        return config
+
+
+@dataclass
+class HeldEpisode:
+    session: EpisodeSession
+    browser: PooledBrowser
+    task_id: str
+    partition: int
+    step: int = 0
+
+
+@dataclass(frozen=True)
+class Operation:
+    kind: str  # navigate / act
+    record: dict[str, Any]
+    tp: tuple[str, int]
+    offset: int
+
+
+class BrowserWorker:
+    def __init__(
+        self, settings: Settings, config: BrowserWorkerConfig, catalog: SchemaCatalog | None = None
+    ):
+        self.settings = settings
+        self.config = config
+        self.catalog = catalog or default_catalog()
+        self.topics = {
+            settings.topic("ops.navigate"): "navigate",
+            settings.topic("ops.act"): "act",
+            settings.topic("episodes"): "episodes",
+        }
+        self.held: dict[str, HeldEpisode] = {}
+        self.terminal: OrderedDict[str, None] = OrderedDict()
+        self.offsets = OffsetTracker()
+        self.stats = {"observations": 0, "aborted": 0, "dead_letters": 0}
+        self._queues: dict[str, asyncio.Queue[Operation]] = {}
+        self._runners: dict[str, asyncio.Task] = {}
+        self._to_store: list[TopicPartition] = []
+        self._store_lock = threading.Lock()
+        self._assigned: set[int] = set()
+        self._fatal: BaseException | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event, ready: asyncio.Event | None = None) -> None:
+        """Serve until ``stop`` is set; then leave the group cleanly (its episodes are aborted)."""
+        self.loop = asyncio.get_running_loop()
+        self.budgets = {
+            "navigate": asyncio.Semaphore(self.config.navigate_concurrency),
+            "act": asyncio.Semaphore(self.config.act_concurrency),
+        }
+        self.producer = EventProducer.connect(self.settings, client_id=self.config.client_id)
+        self.dead_letters = DeadLetterRouter(self.settings, self.producer)
+        self.consumer = build_consumer(
+            self.settings,
+            group_id=self.config.group_id,
+            client_id=self.config.client_id,
+            # Same partition numbers of every topic to one member: ops meet their context.
+            **{"partition.assignment.strategy": "range"},
+            # We store offsets ourselves once outputs are acknowledged; librdkafka commits them.
+            **{"enable.auto.offset.store": False, "enable.auto.commit": True},
+            **{"auto.commit.interval.ms": 500},
+        )
+        async with async_playwright() as playwright:
+            self.pool = BrowserPool(playwright, self.settings, self.config.chromium_args)
+            threads_stop = threading.Event()
+            poller = threading.Thread(target=self._poll_loop, args=(threads_stop,), daemon=True)
+            deliveries = threading.Thread(
+                target=self._delivery_loop, args=(threads_stop,), daemon=True
+            )
+            self.consumer.subscribe(
+                list(self.topics),
+                on_assign=self._on_assign,
+                on_revoke=self._on_revoke,
+                on_lost=self._on_lost,
+            )
+            poller.start()
+            deliveries.start()
+            if ready is not None:
+                ready.set()
+            try:
+                while not stop.is_set() and self._fatal is None:
+                    await asyncio.wait([asyncio.ensure_future(stop.wait())], timeout=0.5)
+            finally:
+                threads_stop.set()
+                await asyncio.to_thread(poller.join)
+                deliveries.join(timeout=5)
+                for runner in self._runners.values():
+                    runner.cancel()
+                await self.pool.close()
+        if self._fatal is not None:
+            raise self._fatal
+
+    # -- Kafka threads --------------------------------------------------------------------------
+
+    def _poll_loop(self, stopping: threading.Event) -> None:
+        try:
+            while not stopping.is_set():
+                message = self.consumer.poll(0.1)
+                self._store_finished()
+                if message is None:
+                    continue
+                if message.error():
+                    if message.error().fatal():
+                        raise KafkaException(message.error())
+                    log.warning("consumer error (continuing): %s", message.error().str())
+                    continue
+                asyncio.run_coroutine_threadsafe(self._accept(message), self.loop)
+        except BaseException as exc:  # fatal: surface it in run()
+            self._fatal = exc
+        finally:
+            self._store_finished()
+            try:
+                self.consumer.close()  # leaves the group: on_revoke aborts what we hold
+            except KafkaException as exc:
+                log.warning("consumer close: %s", exc)
+
+    def _delivery_loop(self, stopping: threading.Event) -> None:
+        while not stopping.is_set():
+            self.producer.poll(0.1)
+        self.producer.flush(30)
+
+    def _store_finished(self) -> None:
+        with self._store_lock:
+            batch, self._to_store = self._to_store, []
+        if not batch:
+            return
+        try:
+            self.consumer.store_offsets(offsets=batch)
+        except KafkaException as exc:
+            # A partition revoked meanwhile: its next owner redoes the record (at least once).
+            log.info("offset store skipped: %s", exc)
+
+    def _on_assign(self, consumer, partitions: list[TopicPartition]) -> None:
+        self._assigned |= {tp.partition for tp in partitions}
+        log.info("assigned %s", sorted({tp.partition for tp in partitions}))
+
+    def _on_revoke(self, consumer, partitions: list[TopicPartition]) -> None:
+        self._release(partitions, reason="rebalanced")
+        self._store_finished()
+        try:
+            consumer.commit(asynchronous=False)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError._NO_OFFSET:
+                log.warning("commit on revoke failed: %s", exc)
+
+    def _on_lost(self, consumer, partitions: list[TopicPartition]) -> None:
+        self._release(partitions, reason="partition lost")
+
+    def _release(self, partitions: list[TopicPartition], reason: str) -> None:
+        numbers = {tp.partition for tp in partitions}
+        future = asyncio.run_coroutine_threadsafe(
+            self._abort_partitions(numbers, reason), self.loop
+        )
+        try:
+            future.result(timeout=60)
+        except Exception as exc:  # noqa: BLE001 - a revoke must complete whatever happened
+            log.error("releasing partitions %s: %s", sorted(numbers), exc)
+        for tp in partitions:
+            self.offsets.forget((tp.topic, tp.partition))
+        self._assigned -= numbers
+
+    # -- event loop -----------------------------------------------------------------------------
+
+    async def _accept(self, message: Message) -> None:
+        tp = (message.topic(), message.partition())
+        offset = message.offset()
+        self.offsets.started(tp, offset)
+        try:
+            decoded = self.catalog.decode(message.value())
+        except EventDecodeError as exc:
+            await asyncio.to_thread(self.dead_letters.route, message, exc)
+            self.stats["dead_letters"] += 1
+            self._finished(tp, offset)
+            return
+        kind = self.topics[message.topic()]
+        record = decoded.record
+        if kind == "episodes":
+            if record["kind"] in ("finished", "aborted"):
+                await self._forget_episode(record["episode_id"])
+            self._finished(tp, offset)
+            return
+        episode_id = record["episode_id"]
+        queue = self._queues.get(episode_id)
+        if queue is None:
+            queue = self._queues[episode_id] = asyncio.Queue()
+            self._runners[episode_id] = asyncio.ensure_future(self._run_episode(episode_id, queue))
+        queue.put_nowait(Operation(kind, record, tp, offset))
+
+    async def _run_episode(self, episode_id: str, queue: asyncio.Queue[Operation]) -> None:
+        """Serve one episode's operations in order; exits when its queue drains."""
+        try:
+            while True:
+                try:
+                    operation = queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    return
+                await self._serve(operation)
+        finally:
+            if self._queues.get(episode_id) is queue and queue.empty():
+                self._queues.pop(episode_id, None)
+                self._runners.pop(episode_id, None)
+
+    async def _serve(self, operation: Operation) -> None:
+        record = operation.record
+        episode_id = record["episode_id"]
+        if episode_id in self.terminal:
+            self._finished(operation.tp, operation.offset)  # late operation of an ended episode
+            return
+        held = self.held.get(episode_id)
+        try:
+            async with self.budgets[operation.kind]:
+                if operation.kind == "navigate":
+                    if held is None:
+                        held = await self._open(record, operation.tp[1])
+                    error = await held.session.navigate(record["url"], record["timeout_ms"])
+                elif held is None:
+                    await self._abort(
+                        episode_id,
+                        record["step"],
+                        "",
+                        "browser context lost: this worker does not hold the episode "
+                        "(a worker restarted or partitions moved)",
+                        operation,
+                    )
+                    return
+                else:
+                    error = await held.session.act(record["action"], record["timeout_ms"])
+                snapshot = await held.session.observe(
+                    record.get("set_of_marks", False), record.get("screenshot_format", "jpeg")
+                )
+        except EpisodeFailure as failure:
+            task_id = held.task_id if held else record.get("task_id", "")
+            await self._abort(episode_id, record["step"], task_id, failure.reason, operation)
+            return
+        held.step = record["step"]
+        self._emit_observation(record, snapshot, error, operation)
+
+    async def _open(self, record: dict[str, Any], partition: int) -> HeldEpisode:
+        policy = UrlPolicy.for_episode(
+            record["url"],
+            record["allowed_hosts"],
+            self.settings.browser_allow_private_hosts,
+            self.config.fault_injection,
+        )
+        viewport = {"width": record["viewport_width"], "height": record["viewport_height"]}
+        pooled = await self.pool.acquire()
+        try:
+            session = await EpisodeSession.open(
+                pooled.browser,
+                record["episode_id"],
+                policy,
+                viewport,
+                self.settings.browser_jpeg_quality,
+            )
+        except Exception as exc:
+            await self.pool.release(pooled)
+            raise EpisodeFailure(f"could not open a browser context: {exc}") from exc
+        held = HeldEpisode(session, pooled, record.get("task_id", ""), partition)
+        self.held[record["episode_id"]] = held
+        return held
+
+    def _emit_observation(
+        self, record: dict[str, Any], snapshot: Snapshot, error: str | None, operation: Operation
+    ) -> None:
+        timings = dict(snapshot.timings_ms)
+        timings["queue"] = max(0.0, float(now_ms() - record["ts"]))
+        observation = {
+            "event_id": f"{record['episode_id']}:{record['step']}:observation",
+            "episode_id": record["episode_id"],
+            "step": record["step"],
+            "ts": now_ms(),
+            "screenshot": snapshot.screenshot,
+            "screenshot_format": snapshot.screenshot_format,
+            "width": snapshot.width,
+            "height": snapshot.height,
+            "url": snapshot.url,
+            "title": snapshot.title,
+            "action_error": error,
+            "set_of_marks": snapshot.marks,
+            "timings_ms": timings,
+        }
+        self.producer.produce(
+            self.settings.topic("observations"),
+            record["episode_id"],
+            "observation",
+            observation,
+            on_delivery=self._delivery_callback(operation),
+        )
+        self.stats["observations"] += 1
+
+    async def _abort(
+        self, episode_id: str, step: int, task_id: str, reason: str, operation: Operation | None
+    ) -> None:
+        """Emit the episode's one aborted event and close its context."""
+        if episode_id not in self.terminal:
+            held = self.held.get(episode_id)
+            event = {
+                "event_id": f"{episode_id}:aborted",
+                "episode_id": episode_id,
+                "step": held.step if held else step,
+                "ts": now_ms(),
+                "kind": "aborted",
+                "task_id": task_id or (held.task_id if held else ""),
+                "reason": reason,
+            }
+            self.producer.produce(
+                self.settings.topic("episodes"),
+                episode_id,
+                "episode",
+                event,
+                on_delivery=self._delivery_callback(operation) if operation else None,
+            )
+            self.stats["aborted"] += 1
+            log.info("episode %s aborted: %s", episode_id, reason)
+        elif operation is not None:
+            self._finished(operation.tp, operation.offset)
+        await self._forget_episode(episode_id)
+
+    async def _forget_episode(self, episode_id: str) -> None:
+        self.terminal[episode_id] = None
+        if len(self.terminal) > TERMINAL_MEMORY:
+            self.terminal.popitem(last=False)
+        held = self.held.pop(episode_id, None)
+        if held is not None:
+            await held.session.close()
+            await self.pool.release(held.browser)
+
+    async def _abort_partitions(self, partitions: set[int], reason: str) -> None:
+        for episode_id, held in list(self.held.items()):
+            if held.partition in partitions:
+                runner = self._runners.pop(episode_id, None)
+                self._queues.pop(episode_id, None)
+                if runner is not None and runner is not asyncio.current_task():
+                    runner.cancel()
+                await self._abort(episode_id, held.step, held.task_id, reason, None)
+        await asyncio.to_thread(self.producer.flush, 30)
+
+    def _delivery_callback(self, operation: Operation):
+        def delivered(error: KafkaError | None, message: Message) -> None:
+            if error is not None:
+                self._fatal = KafkaException(error)  # an output we cannot write: stop loudly
+                return
+            self.loop.call_soon_threadsafe(self._finished, operation.tp, operation.offset)
+
+        return delivered
+
+    def _finished(self, tp: tuple[str, int], offset: int) -> None:
+        position = self.offsets.finished(tp, offset)
+        if position is not None:
+            with self._store_lock:
+                self._to_store.append(TopicPartition(tp[0], tp[1], position))

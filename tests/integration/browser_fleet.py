@@ -1,0 +1,138 @@
+"""Helpers for browser-worker tests: run workers as real processes, drive episodes by events."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from infra.consumer import ConsumedEvent, EventConsumer
+from infra.producer import EventProducer, now_ms
+from infra.settings import Settings
+
+
+def worker_env(settings: Settings, practice_web_port: int) -> dict[str, str]:
+    return {
+        **os.environ,
+        "WEBGYM_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
+        "WEBGYM_TOPIC_PREFIX": settings.topic_prefix,
+        "WEBGYM_DEFAULT_PARTITIONS": str(settings.default_partitions),
+        "WEBGYM_PRACTICE_WEB_ADDRESS": f"127.0.0.1:{practice_web_port}",
+        "WEBGYM_STATE_DIR": str(settings.state_dir),
+    }
+
+
+@dataclass
+class WorkerProcess:
+    """A `webgym worker browser` process this test started (and only ever kills)."""
+
+    process: subprocess.Popen
+    log: Path
+
+    @classmethod
+    def start(cls, env: dict[str, str], log_dir: Path, group: str, *extra: str) -> WorkerProcess:
+        log = log_dir / f"worker-{uuid.uuid4().hex[:6]}.log"
+        handle = log.open("wb")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "infra.cli", "worker", "browser", "--group", group, *extra],
+            env=env,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+        )
+        worker = cls(process, log)
+        worker.wait_for("assigned", timeout=60)
+        return worker
+
+    def wait_for(self, text: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if text in self.log.read_text(errors="replace"):
+                return
+            if self.process.poll() is not None:
+                raise AssertionError(f"worker exited:\n{self.log.read_text()[-3000:]}")
+            time.sleep(0.2)
+        raise AssertionError(f"worker never logged {text!r}:\n{self.log.read_text()[-3000:]}")
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@dataclass
+class Episodes:
+    """Produces operations and collects what comes back, per episode."""
+
+    settings: Settings
+    producer: EventProducer
+    results: EventConsumer
+    observations: dict[str, dict[int, dict[str, Any]]] = field(default_factory=dict)
+    aborted: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def navigate(self, episode_id: str, url: str, timeout_ms: int = 15_000, **fields: Any) -> None:
+        record = {
+            "event_id": f"{episode_id}:0:navigate",
+            "episode_id": episode_id,
+            "step": 0,
+            "ts": now_ms(),
+            "url": url,
+            "timeout_ms": timeout_ms,
+            "task_id": f"task-of-{episode_id}",
+            **fields,
+        }
+        self.producer.produce(
+            self.settings.topic("ops.navigate"), episode_id, "navigate_op", record
+        )
+        self.producer.flush()
+
+    def act(self, episode_id: str, step: int, action: dict[str, Any], **fields: Any) -> None:
+        record = {
+            "event_id": f"{episode_id}:{step}:act",
+            "episode_id": episode_id,
+            "step": step,
+            "ts": now_ms(),
+            "action": action,
+            "inference_event_id": f"{episode_id}:{step}:inference",
+            "timeout_ms": 10_000,
+            **fields,
+        }
+        self.producer.produce(self.settings.topic("ops.act"), episode_id, "act_op", record)
+        self.producer.flush()
+
+    def collect(self, until, timeout: float = 60.0) -> None:
+        """Consume results until ``until(self)`` is true; fail after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while not until(self):
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"timed out; observations {_summary(self.observations)}, aborted {self.aborted}"
+                )
+            event: ConsumedEvent | None = self.results.poll(0.5)
+            if event is None:
+                continue
+            record = event.record
+            if event.event_type == "observation":
+                self.observations.setdefault(record["episode_id"], {})[record["step"]] = record
+            elif event.event_type == "episode" and record["kind"] == "aborted":
+                self.aborted.setdefault(record["episode_id"], []).append(record)
+
+    def observation(self, episode_id: str, step: int, timeout: float = 60.0) -> dict[str, Any]:
+        self.collect(lambda s: step in s.observations.get(episode_id, {}), timeout)
+        return self.observations[episode_id][step]
+
+
+def _summary(observations: dict[str, dict[int, dict[str, Any]]]) -> dict[str, list[int]]:
+    return {episode: sorted(steps) for episode, steps in observations.items()}
