@@ -42,6 +42,9 @@ log = logging.getLogger(__name__)
 
 GROUP_ID = "webgym-browser"
 TERMINAL_MEMORY = 100_000  # episode ids remembered as over, to ignore their late operations
+# An operation for an episode we do not hold may have raced the previous owner's aborted event
+# (another topic, so no order between them): wait this long for it before aborting ourselves.
+UNKNOWN_EPISODE_GRACE_S = 2.0
 
 
 @dataclass
@@ -127,6 +130,8 @@ class BrowserWorker:
             # We store offsets ourselves once outputs are acknowledged; librdkafka commits them.
             **{"enable.auto.offset.store": False, "enable.auto.commit": True},
             **{"auto.commit.interval.ms": 500},
+            # A dead worker's partitions (and episodes) move to the others within 10 s.
+            **{"session.timeout.ms": 10_000},
         )
         async with async_playwright() as playwright:
             self.pool = BrowserPool(playwright, self.settings, self.config.chromium_args)
@@ -271,26 +276,29 @@ class BrowserWorker:
     async def _serve(self, operation: Operation) -> None:
         record = operation.record
         episode_id = record["episode_id"]
+        held = self.held.get(episode_id)
+        if held is None and operation.kind == "act" and episode_id not in self.terminal:
+            await asyncio.sleep(UNKNOWN_EPISODE_GRACE_S)
+            held = self.held.get(episode_id)
+            if held is None and episode_id not in self.terminal:
+                await self._abort(
+                    episode_id,
+                    record["step"],
+                    "",
+                    "browser context lost: this worker does not hold the episode "
+                    "(a worker restarted or partitions moved)",
+                    operation,
+                )
+                return
         if episode_id in self.terminal:
             self._finished(operation.tp, operation.offset)  # late operation of an ended episode
             return
-        held = self.held.get(episode_id)
         try:
             async with self.budgets[operation.kind]:
+                if held is None:
+                    held = await self._open(record, operation.tp[1])
                 if operation.kind == "navigate":
-                    if held is None:
-                        held = await self._open(record, operation.tp[1])
                     error = await held.session.navigate(record["url"], record["timeout_ms"])
-                elif held is None:
-                    await self._abort(
-                        episode_id,
-                        record["step"],
-                        "",
-                        "browser context lost: this worker does not hold the episode "
-                        "(a worker restarted or partitions moved)",
-                        operation,
-                    )
-                    return
                 else:
                     error = await held.session.act(record["action"], record["timeout_ms"])
                 snapshot = await held.session.observe(

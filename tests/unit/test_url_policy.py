@@ -1,0 +1,50 @@
+import pytest
+
+from agents.browser.url_policy import UrlPolicy
+
+
+@pytest.fixture
+def policy():
+    return UrlPolicy.for_episode("http://kettles.webgym.test/", [])
+
+
+def test_the_start_host_is_allowed_by_default(policy):
+    assert policy.refusal("http://kettles.webgym.test/products?page=2") is None
+    assert policy.refusal("https://kettles.webgym.test/") is None
+    assert policy.refusal("about:blank") is None
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://other.webgym.test/", "host 'other.webgym.test' is not allowed"),
+        ("file:///etc/passwd", "scheme 'file' is not allowed"),
+        ("chrome://settings", "scheme 'chrome' is not allowed"),
+        ("chrome://crash", "scheme 'chrome' is not allowed"),
+        ("javascript:alert(1)", "scheme 'javascript' is not allowed"),
+        ("kettles.webgym.test/no-scheme", "scheme '(none)' is not allowed"),
+    ],
+)
+def test_refusals_say_why(policy, url, reason):
+    assert reason in policy.refusal(url)
+
+
+def test_wildcards_and_private_addresses():
+    policy = UrlPolicy.for_episode(
+        "http://a.webgym.test/", ["*.webgym.test", "127.0.0.1", "10.1.2.3"]
+    )
+    assert policy.refusal("http://b.webgym.test/") is None
+    assert policy.refusal("http://webgym.test/") is None
+    assert "private" in policy.refusal("http://127.0.0.1:8080/")
+    assert "private" in policy.refusal("http://10.1.2.3/")
+    opened = UrlPolicy(policy.allowed_hosts, allow_private=True)
+    assert opened.refusal("http://127.0.0.1:8080/") is None
+    for link_local in ("http://169.254.169.254/", "http://[fe80::1]/", "http://localhost/"):
+        everything = UrlPolicy(("169.254.169.254", "fe80::1", "localhost"))
+        assert "private" in everything.refusal(link_local)
+
+
+def test_fault_pages_only_with_fault_injection():
+    policy = UrlPolicy(("x.webgym.test",), fault_injection=True)
+    assert policy.refusal("chrome://crash") is None
+    assert policy.refusal("chrome://settings") is not None
