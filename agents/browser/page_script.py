@@ -14,10 +14,10 @@ INIT_SCRIPT = """
 })();
 """
 
-# Returns the document's identity and whether it is leaving or still loading.
+# Returns the document's identity, whether it is leaving or still loading, and its title.
 PAGE_STATE = """
 () => ({doc: window.__webgymDoc || null, nav: window.__webgymNav === true,
-        ready: document.readyState})
+        ready: document.readyState, title: document.title})
 """
 
 SETTLED = "() => document.readyState === 'complete' && window.__webgymNav !== true"

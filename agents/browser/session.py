@@ -70,6 +70,7 @@ class EpisodeSession:
         self.closed = False
         self._notes: list[str] = []
         self._doc: str | None = None
+        self._title: str | None = None
         page.on("crash", self._on_crash)
         page.on("dialog", self._on_dialog)
         page.on("download", self._on_download)
@@ -100,6 +101,7 @@ class EpisodeSession:
             return refusal
         try:
             await self.page.goto(url, timeout=timeout_ms, wait_until="load")
+            await self._read_state()
         except PlaywrightTimeout as exc:
             raise EpisodeFailure(f"navigation timed out after {timeout_ms} ms: {url}") from exc
         except PlaywrightError as exc:
@@ -115,6 +117,7 @@ class EpisodeSession:
                 return await self.navigate(action.get("url") or "", timeout_ms)
             if kind == "go_back":
                 response = await self.page.go_back(timeout=timeout_ms, wait_until="load")
+                await self._read_state()
                 if response is None and self.page.url in ("about:blank", ""):
                     return "go_back: there is no previous page"
                 return self._take_notes()
@@ -148,7 +151,7 @@ class EpisodeSession:
             timings["screenshot"] = (time.perf_counter() - started) * 1000
             if set_of_marks:
                 await self.page.evaluate(REMOVE_OVERLAY)
-            title = await self.page.title()
+            title = self._title if self._title is not None else await self.page.title()
         except (PlaywrightError, PlaywrightTimeout) as exc:
             self._raise_if_gone(exc)
             raise EpisodeFailure(f"screenshot failed: {_short(exc)}") from exc
@@ -177,10 +180,10 @@ class EpisodeSession:
 
     async def _settle(self, timeout_ms: int) -> None:
         """Return once the page is loaded and no navigation the action started is pending."""
+        previous = self._doc
         try:
-            state = await self.page.evaluate(PAGE_STATE)
-            moved = state["nav"] or state["ready"] != "complete" or state["doc"] != self._doc
-            self._doc = state["doc"]
+            state = await self._read_state()
+            moved = state["nav"] or state["ready"] != "complete" or state["doc"] != previous
         except PlaywrightError as exc:
             self._raise_if_gone(exc)
             moved = True  # the old document was torn down mid-evaluate: it navigated
@@ -192,7 +195,13 @@ class EpisodeSession:
             raise EpisodeFailure(
                 f"page did not finish loading within {timeout_ms} ms: {self.page.url}"
             ) from exc
-        self._doc = (await self.page.evaluate(PAGE_STATE))["doc"]
+        await self._read_state()
+
+    async def _read_state(self) -> dict[str, Any]:
+        self._title = None
+        state = await self.page.evaluate(PAGE_STATE)
+        self._doc, self._title = state["doc"], state["title"]
+        return state
 
     # -- events -------------------------------------------------------------------------------
 

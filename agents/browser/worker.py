@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,6 +86,8 @@ class Operation:
     record: dict[str, Any]
     tp: tuple[str, int]
     offset: int
+    received_ms: int  # wall clock, comparable with the producer's ts
+    received: float  # monotonic, for durations inside this worker
 
 
 class BrowserWorker:
@@ -257,7 +260,7 @@ class BrowserWorker:
         if queue is None:
             queue = self._queues[episode_id] = asyncio.Queue()
             self._runners[episode_id] = asyncio.ensure_future(self._run_episode(episode_id, queue))
-        queue.put_nowait(Operation(kind, record, tp, offset))
+        queue.put_nowait(Operation(kind, record, tp, offset, now_ms(), time.monotonic()))
 
     async def _run_episode(self, episode_id: str, queue: asyncio.Queue[Operation]) -> None:
         """Serve one episode's operations in order; exits when its queue drains."""
@@ -293,14 +296,18 @@ class BrowserWorker:
         if episode_id in self.terminal:
             self._finished(operation.tp, operation.offset)  # late operation of an ended episode
             return
+        timings = {"transit": float(max(0, operation.received_ms - record["ts"]))}
         try:
             async with self.budgets[operation.kind]:
+                started = time.monotonic()
+                timings["wait"] = (started - operation.received) * 1000
                 if held is None:
                     held = await self._open(record, operation.tp[1])
                 if operation.kind == "navigate":
                     error = await held.session.navigate(record["url"], record["timeout_ms"])
                 else:
                     error = await held.session.act(record["action"], record["timeout_ms"])
+                timings[operation.kind] = (time.monotonic() - started) * 1000
                 snapshot = await held.session.observe(
                     record.get("set_of_marks", False), record.get("screenshot_format", "jpeg")
                 )
@@ -309,7 +316,9 @@ class BrowserWorker:
             await self._abort(episode_id, record["step"], task_id, failure.reason, operation)
             return
         held.step = record["step"]
-        self._emit_observation(record, snapshot, error, operation)
+        timings.update(snapshot.timings_ms)
+        timings["total"] = (time.monotonic() - operation.received) * 1000
+        self._emit_observation(record, snapshot, error, timings, operation)
 
     async def _open(self, record: dict[str, Any], partition: int) -> HeldEpisode:
         policy = UrlPolicy.for_episode(
@@ -336,10 +345,13 @@ class BrowserWorker:
         return held
 
     def _emit_observation(
-        self, record: dict[str, Any], snapshot: Snapshot, error: str | None, operation: Operation
+        self,
+        record: dict[str, Any],
+        snapshot: Snapshot,
+        error: str | None,
+        timings: dict[str, float],
+        operation: Operation,
     ) -> None:
-        timings = dict(snapshot.timings_ms)
-        timings["queue"] = max(0.0, float(now_ms() - record["ts"]))
         observation = {
             "event_id": f"{record['episode_id']}:{record['step']}:observation",
             "episode_id": record["episode_id"],

@@ -18,6 +18,7 @@ COMMANDS = [
     ["topics", "create"],
     ["topics", "list"],
     ["topics", "describe"],
+    ["worker", "browser"],
 ]
 
 
