@@ -28,6 +28,7 @@ from infra.topic_admin import (
     topic_states,
 )
 from infra.topics import MIB, TOPICS
+from sites.cli import sites_app
 
 console = Console()
 errors = Console(stderr=True)
@@ -40,6 +41,7 @@ app = typer.Typer(
 )
 topics_app = typer.Typer(help="The Kafka topics of the topic table.", no_args_is_help=True)
 app.add_typer(topics_app, name="topics")
+app.add_typer(sites_app, name="sites")
 worker_app = typer.Typer(
     help="Workers: consumer-group members that serve one topic family.", no_args_is_help=True
 )

@@ -106,7 +106,11 @@ class EpisodeSession:
             raise EpisodeFailure(f"navigation timed out after {timeout_ms} ms: {url}") from exc
         except PlaywrightError as exc:
             self._raise_if_gone(exc)
-            return f"navigation failed: {_short(exc)}"
+            failure = f"navigation failed: {_short(exc)}"
+            if "ERR_ABORTED" in failure or "Download is starting" in failure:
+                # A download or a blocked request: its event trails the failed navigation a bit.
+                await asyncio.sleep(0.2)
+            return "; ".join(filter(None, [failure, self._take_notes()]))
         return self._take_notes()
 
     async def act(self, action: dict[str, Any], timeout_ms: int) -> str | None:

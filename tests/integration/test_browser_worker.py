@@ -1,0 +1,216 @@
+"""Browser workers on the real broker and Chromium, driven only by operation events.
+
+Each test starts `webgym worker browser` processes of its own (its own consumer group) and
+kills only those. Sites come from the practice web, served in-process on a free port.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+import uuid
+
+import pytest
+from PIL import Image
+
+from infra.consumer import EventConsumer, build_consumer
+from infra.dead_letters import DeadLetterRouter
+from sites import generate_sites
+from sites.server import PracticeWebServer
+from tests.integration.browser_fleet import Episodes, WorkerProcess, worker_env
+
+
+@pytest.fixture(scope="module")
+def practice_web():
+    with PracticeWebServer(generate_sites(seed=0, count=8)) as server:
+        yield server
+
+
+@pytest.fixture
+def group() -> str:
+    return f"browser-test-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def start_worker(settings, practice_web, tmp_path, group):
+    started: list[WorkerProcess] = []
+
+    def start(*extra: str) -> WorkerProcess:
+        worker = WorkerProcess.start(
+            worker_env(settings, practice_web.port), tmp_path, group, "--fault-injection", *extra
+        )
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop()
+
+
+@pytest.fixture
+def episodes(settings, producer):
+    consumer = EventConsumer(
+        build_consumer(settings, group_id=f"results-{uuid.uuid4().hex[:8]}", client_id="results"),
+        DeadLetterRouter(settings, producer),
+    )
+    consumer.subscribe([settings.topic("observations"), settings.topic("episodes")])
+    yield Episodes(settings, producer, consumer)
+    consumer.close()
+
+
+def _episode(name: str) -> str:
+    return f"{name}-{uuid.uuid4().hex[:8]}"
+
+
+def _mark(observation: dict, name: str) -> dict:
+    for mark in observation["set_of_marks"] or []:
+        if mark["name"] == name:
+            return mark
+    names = [m["name"] for m in observation["set_of_marks"] or []]
+    raise AssertionError(f"no mark named {name!r} on {observation['url']}; marks: {names[:40]}")
+
+
+def _centre(mark: dict, observation: dict) -> dict:
+    """Normalised 0-1000 coordinates of the mark's centre, as a coordinate-mode policy emits."""
+    x = (mark["x"] + mark["width"] / 2) / (observation["width"] - 1) * 1000
+    y = (mark["y"] + mark["height"] / 2) / (observation["height"] - 1) * 1000
+    return {"x": round(x), "y": round(y)}
+
+
+def test_concurrent_episodes_click_product_links(start_worker, episodes, practice_web):
+    start_worker()
+    sites = [s for s in practice_web.sites][:4]
+    running = {}
+    for site in sites:
+        episode_id = _episode(site.domain)
+        running[episode_id] = site
+        episodes.navigate(
+            episode_id,
+            practice_web.base_url(site) + site.listing_path.lstrip("/"),
+            set_of_marks=True,
+        )
+    for step, (episode_id, site) in enumerate(running.items()):
+        listing = episodes.observation(episode_id, 0)
+        assert listing["action_error"] is None
+        assert listing["url"].startswith(f"http://{site.hostname}{site.listing_path}")
+        # The first item on the page whose name is a link.
+        names = {m["name"] for m in listing["set_of_marks"]}
+        item = next(i for i in site.items if i.name in names)
+        mark = _mark(listing, item.name)
+        if step % 2:  # coordinate mode
+            action = {"kind": "left_click", **_centre(mark, listing)}
+        else:  # set-of-marks mode
+            action = {"kind": "left_click", "element_id": mark["id"]}
+        running[episode_id] = (site, item)
+        episodes.act(episode_id, 1, action)
+    for episode_id, (site, item) in running.items():
+        detail = episodes.observation(episode_id, 1)
+        assert detail["action_error"] is None, detail["action_error"]
+        assert detail["url"] == f"http://{site.hostname}{site.item_path(item)}"
+        assert item.name in detail["title"]
+        image = Image.open(io.BytesIO(detail["screenshot"]))
+        assert (image.format, image.size) == ("JPEG", (1280, 768))
+        assert detail["timings_ms"]["screenshot"] > 0
+    assert not episodes.aborted
+
+
+def test_hanging_and_crashing_pages_abort_only_their_episode(start_worker, episodes, practice_web):
+    start_worker()
+    site = practice_web.sites[0]
+    home = practice_web.base_url(site)
+    hanging, crashing, healthy = _episode("hang"), _episode("crash"), _episode("healthy")
+    episodes.navigate(healthy, home)
+    episodes.navigate(hanging, home + "__webgym/hang", timeout_ms=3000)
+    episodes.navigate(crashing, home)
+    episodes.observation(crashing, 0)
+    episodes.act(crashing, 1, {"kind": "navigate", "url": "chrome://crash"})
+    episodes.collect(lambda e: hanging in e.aborted and crashing in e.aborted, timeout=60)
+    assert "navigation timed out after 3000 ms" in episodes.aborted[hanging][0]["reason"]
+    assert episodes.aborted[crashing][0]["reason"] == "renderer crashed"
+    assert episodes.aborted[crashing][0]["task_id"] == f"task-of-{crashing}"
+    # The healthy episode, on the same worker, goes on.
+    assert episodes.observation(healthy, 0)["action_error"] is None
+    episodes.act(healthy, 1, {"kind": "scroll", "direction": "down", "amount": 400})
+    assert episodes.observation(healthy, 1)["action_error"] is None
+    assert healthy not in episodes.aborted
+
+
+def test_forbidden_urls_and_browser_surprises_are_data(start_worker, episodes, practice_web):
+    start_worker()
+    site = practice_web.sites[1]
+    home = practice_web.base_url(site)
+    episode_id = _episode("policy")
+    episodes.navigate(episode_id, home)
+    assert episodes.observation(episode_id, 0)["url"] == home
+    episodes.act(episode_id, 1, {"kind": "navigate", "url": "file:///etc/passwd"})
+    refused = episodes.observation(episode_id, 1)
+    assert "scheme 'file' is not allowed" in refused["action_error"]
+    assert refused["url"] == home
+    episodes.act(episode_id, 2, {"kind": "navigate", "url": "http://169.254.169.254/latest"})
+    assert "not allowed" in episodes.observation(episode_id, 2)["action_error"]
+    # Pop-ups, dialogs and downloads do not stop the episode either.
+    episodes.act(
+        episode_id, 3, {"kind": "navigate", "url": home + "__webgym/popup"}, set_of_marks=True
+    )
+    popup_page = episodes.observation(episode_id, 3)
+    dialog_button = next(m for m in popup_page["set_of_marks"] if m["role"] == "button")
+    episodes.act(episode_id, 4, {"kind": "left_click", "element_id": dialog_button["id"]})
+    assert (
+        "dialog appeared and was dismissed" in episodes.observation(episode_id, 4)["action_error"]
+    )
+    episodes.act(episode_id, 5, {"kind": "navigate", "url": home + "__webgym/download"})
+    after_download = episodes.observation(episode_id, 5)
+    assert after_download["action_error"] is not None
+    episodes.act(episode_id, 6, {"kind": "go_back"})
+    assert episodes.observation(episode_id, 6)["action_error"] is None
+    assert episode_id not in episodes.aborted
+
+
+def test_a_killed_worker_s_episodes_end_aborted_exactly_once(start_worker, episodes, practice_web):
+    first = start_worker()
+    names = [_episode(f"kill{i}") for i in range(4)]
+    for i, episode_id in enumerate(names):
+        episodes.navigate(episode_id, practice_web.base_url(practice_web.sites[i]))
+    for episode_id in names:
+        episodes.observation(episode_id, 0)
+    time.sleep(1.5)  # the worker commits acknowledged work every 500 ms
+    first.kill()
+    start_worker()  # takes over every partition of the group
+    for episode_id in names:
+        episodes.act(episode_id, 1, {"kind": "left_click", "x": 500, "y": 500})
+    episodes.collect(lambda e: all(n in e.aborted for n in names), timeout=90)
+    time.sleep(3)
+    episodes.collect(lambda e: True)
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        episodes.collect(lambda e: True)
+    for episode_id in names:
+        assert len(episodes.aborted[episode_id]) == 1, episodes.aborted[episode_id]
+        assert "browser context lost" in episodes.aborted[episode_id][0]["reason"]
+        assert 1 not in episodes.observations.get(episode_id, {})
+
+
+def test_a_rebalance_aborts_the_moved_episodes_once(start_worker, episodes, practice_web):
+    start_worker()
+    names = [_episode(f"move{i}") for i in range(6)]
+    for i, episode_id in enumerate(names):
+        episodes.navigate(episode_id, practice_web.base_url(practice_web.sites[i]))
+    for episode_id in names:
+        episodes.observation(episode_id, 0)
+    second = start_worker()  # the group now splits the partitions
+    second.wait_for("assigned", timeout=60)
+    episodes.collect(lambda e: len(e.aborted) > 0, timeout=60)
+    time.sleep(2)
+    for episode_id in names:
+        episodes.act(episode_id, 1, {"kind": "scroll", "direction": "down"})
+    episodes.collect(
+        lambda e: all(n in e.aborted or 1 in e.observations.get(n, {}) for n in names), timeout=60
+    )
+    moved = [n for n in names if n in episodes.aborted]
+    kept = [n for n in names if n not in episodes.aborted]
+    assert moved, "the second worker took no partition"
+    for episode_id in moved:
+        assert [a["reason"] for a in episodes.aborted[episode_id]] == ["rebalanced"]
+        assert 1 not in episodes.observations.get(episode_id, {})
+    for episode_id in kept:
+        assert episodes.observations[episode_id][1]["action_error"] is None
