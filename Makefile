@@ -12,4 +12,6 @@ test:  ## run every test tier against the real local stack
 
 bench:  ## benchmarks; results land in bench/results/*.json
 	infra/bootstrap.sh
+	.venv/bin/webgym up
 	.venv/bin/python -m bench.serde_observation
+	.venv/bin/python -m bench.browser_fleet

@@ -36,6 +36,8 @@ def build_consumer(settings: Settings, group_id: str, client_id: str, **override
         "auto.offset.reset": "earliest",
         # Records may carry screenshots; fetch them whole.
         "max.partition.fetch.bytes": 16 * 1024 * 1024,
+        # Fetch and commit requests go out at once (no Nagle / delayed-ACK stalls).
+        "socket.nagle.disable": True,
     }
     config.update(overrides)
     return Consumer(config)

@@ -41,6 +41,8 @@ def build_producer(settings: Settings, client_id: str, **overrides: Any) -> Prod
         "message.max.bytes": LARGE_MESSAGE_BYTES,
         # Batch briefly: many small events per step, latency still in milliseconds.
         "linger.ms": 5,
+        # Send small requests at once: with Nagle and delayed ACKs a step can stall for 40 ms.
+        "socket.nagle.disable": True,
     }
     config.update(overrides)
     return Producer(config)

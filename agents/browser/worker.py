@@ -122,7 +122,10 @@ class BrowserWorker:
             "navigate": asyncio.Semaphore(self.config.navigate_concurrency),
             "act": asyncio.Semaphore(self.config.act_concurrency),
         }
-        self.producer = EventProducer.connect(self.settings, client_id=self.config.client_id)
+        # An episode waits for each observation: send it now rather than batch for 5 ms.
+        self.producer = EventProducer.connect(
+            self.settings, client_id=self.config.client_id, **{"linger.ms": 0}
+        )
         self.dead_letters = DeadLetterRouter(self.settings, self.producer)
         self.consumer = build_consumer(
             self.settings,
