@@ -24,9 +24,8 @@ async def main() -> None:
     sites = generate_sites(seed=0, count=50)
     with PracticeWebServer(sites) as server:
         async with async_playwright() as playwright:
-            browser = await playwright.chromium.launch(
-                **launch_options(Settings(), [f"--host-resolver-rules={server.host_resolver_rules}"])
-            )
+            rules = f"--host-resolver-rules={server.host_resolver_rules}"
+            browser = await playwright.chromium.launch(**launch_options(Settings(), [rules]))
             page = await browser.new_page(viewport={"width": 1280, "height": 768})
             for domain, view in PICKS:
                 site = next(s for s in sites if s.domain == domain)

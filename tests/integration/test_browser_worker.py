@@ -6,13 +6,16 @@ kills only those. Sites come from the practice web, served in-process on a free 
 
 from __future__ import annotations
 
+import asyncio
 import io
 import time
 import uuid
 
 import pytest
 from PIL import Image
+from playwright.async_api import async_playwright
 
+from agents.browser.pool import BrowserPool
 from infra.consumer import EventConsumer, build_consumer
 from infra.dead_letters import DeadLetterRouter
 from sites import generate_sites
@@ -214,3 +217,44 @@ def test_a_rebalance_aborts_the_moved_episodes_once(start_worker, episodes, prac
         assert 1 not in episodes.observations.get(episode_id, {})
     for episode_id in kept:
         assert episodes.observations[episode_id][1]["action_error"] is None
+
+
+def test_a_slow_navigation_does_not_hold_up_other_episodes_actions(
+    start_worker, episodes, practice_web
+):
+    # One navigation at a time: the slow one fills the navigate budget, not the act budget.
+    start_worker("--navigate-concurrency", "1")
+    site = practice_web.sites[2]
+    quick, slow = _episode("quick"), _episode("slow")
+    episodes.navigate(quick, practice_web.base_url(site))
+    episodes.observation(quick, 0)
+    episodes.navigate(slow, practice_web.base_url(site) + "__webgym/slow?ms=6000")
+    time.sleep(0.5)  # the slow navigation is in progress
+    for step in (1, 2, 3):
+        episodes.act(quick, step, {"kind": "scroll", "direction": "down", "amount": 200})
+        episodes.observation(quick, step)
+        # Every click of the other episode came back while the navigation still ran.
+        assert 0 not in episodes.observations.get(slow, {})
+    assert episodes.observation(slow, 0)["action_error"] is None
+
+
+def test_browsers_are_recycled_after_their_quota_of_contexts(settings):
+    async def cycle() -> tuple[int, list[bool]]:
+        async with async_playwright() as playwright:
+            pool = BrowserPool(
+                playwright, settings.model_copy(update={"browser_recycle_after": 2}), []
+            )
+            seen = []
+            for _ in range(5):
+                pooled = await pool.acquire()
+                context = await pooled.browser.new_context()
+                await context.close()
+                await pool.release(pooled)
+                seen.append(pooled.browser)
+            still_open = [browser.is_connected() for browser in seen]
+            await pool.close()
+            return pool.launched, still_open
+
+    launched, still_open = asyncio.run(cycle())
+    assert launched == 3  # contexts 1-2, 3-4, 5
+    assert still_open == [False, False, False, False, True]  # retired browsers were closed
