@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from confluent_kafka import Message
 
-from infra.producer import EventProducer, now_ms
+from infra.producer import DeliveryCallback, EventProducer, now_ms
 from infra.settings import Settings
 
 HEADER_TOPIC = "webgym.source.topic"
@@ -34,6 +34,16 @@ class DeadLetterRouter:
 
     def route(self, message: Message, error: BaseException) -> None:
         """Write ``message`` to the dead-letter topic and wait for the acknowledgement."""
+        self.route_nowait(message, error)
+        self._producer.flush()
+
+    def route_nowait(
+        self,
+        message: Message,
+        error: BaseException,
+        on_delivery: DeliveryCallback | None = None,
+    ) -> None:
+        """Queue the dead letter; ``on_delivery`` runs once the broker answered."""
         topic, partition, offset = message.topic(), message.partition(), message.offset()
         error_class = type(error).__name__
         error_text = str(error)[:MAX_ERROR_CHARS]
@@ -55,5 +65,6 @@ class DeadLetterRouter:
             (HEADER_ERROR_CLASS, error_class.encode()),
             (HEADER_ERROR, error_text.encode()),
         ]
-        self._producer.produce(self.topic, message.key(), "dead_letter", record, headers)
-        self._producer.flush()
+        self._producer.produce(
+            self.topic, message.key(), "dead_letter", record, headers, on_delivery=on_delivery
+        )

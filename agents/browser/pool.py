@@ -7,6 +7,7 @@ and the live episodes use. A browser that died is replaced on the next request.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 from playwright.async_api import Browser, Playwright
@@ -30,10 +31,15 @@ class BrowserPool:
         self._extra_args = extra_args
         self._current: PooledBrowser | None = None
         self._all: list[PooledBrowser] = []
+        self._launching = asyncio.Lock()  # concurrent navigations must share one new browser
         self.launched = 0
 
     async def acquire(self) -> PooledBrowser:
         """The browser a new context should use (one context is counted as opened)."""
+        async with self._launching:
+            return await self._acquire()
+
+    async def _acquire(self) -> PooledBrowser:
         current = self._current
         if current is None or current.retired or not current.browser.is_connected():
             if current is not None:

@@ -86,10 +86,14 @@ class EpisodeSession:
         jpeg_quality: int,
     ) -> EpisodeSession:
         context = await browser.new_context(viewport=viewport, accept_downloads=False)
-        await context.add_init_script(INIT_SCRIPT)
-        page = await context.new_page()
-        session = cls(episode_id, context, page, policy, viewport, jpeg_quality)
-        await context.route("**/*", session._guard)
+        try:
+            await context.add_init_script(INIT_SCRIPT)
+            page = await context.new_page()
+            session = cls(episode_id, context, page, policy, viewport, jpeg_quality)
+            await context.route("**/*", session._guard)
+        except BaseException:
+            await context.close()
+            raise
         return session
 
     # -- operations ---------------------------------------------------------------------------
@@ -263,7 +267,8 @@ class EpisodeSession:
             self._notes.append(f"the new tab's page did not load: {url}")
 
     async def _guard(self, route: Route) -> None:
-        """Refuse navigations to URLs the policy forbids (links, forms, scripts alike)."""
+        """Refuse navigations the policy forbids (links, forms, scripts alike), and any request
+        of the page to a private address."""
         request = route.request
         if request.is_navigation_request():
             refusal = self.policy.refusal(request.url)
@@ -271,4 +276,7 @@ class EpisodeSession:
                 self._notes.append(refusal)
                 await route.abort("blockedbyclient")
                 return
+        elif self.policy.private_refusal(request.url):
+            await route.abort("blockedbyclient")
+            return
         await route.continue_()

@@ -81,6 +81,11 @@ class UrlPolicy:
                 f"URL refused: host '{host}' is not allowed for this task "
                 f"(allowed: {', '.join(self.allowed_hosts)})"
             )
-        if _private_address(host) and not self.allow_private:
+        return self.private_refusal(url)
+
+    def private_refusal(self, url: str) -> str | None:
+        """Refusal for private, loopback and link-local hosts only (for a page's subresources)."""
+        host = host_of(url)
+        if host and _private_address(host) and not self.allow_private:
             return f"URL refused: '{host}' is a private, loopback or link-local address"
         return None

@@ -31,7 +31,12 @@ from playwright.async_api import async_playwright
 
 from agents.browser.offsets import OffsetTracker
 from agents.browser.pool import BrowserPool, PooledBrowser
-from agents.browser.session import EpisodeFailure, EpisodeSession, Snapshot
+from agents.browser.session import (
+    SCREENSHOT_TIMEOUT_MS,
+    EpisodeFailure,
+    EpisodeSession,
+    Snapshot,
+)
 from agents.browser.url_policy import UrlPolicy
 from infra.consumer import build_consumer
 from infra.dead_letters import DeadLetterRouter
@@ -46,6 +51,7 @@ TERMINAL_MEMORY = 100_000  # episode ids remembered as over, to ignore their lat
 # An operation for an episode we do not hold may have raced the previous owner's aborted event
 # (another topic, so no order between them): wait this long for it before aborting ourselves.
 UNKNOWN_EPISODE_GRACE_S = 2.0
+EXPECTED_TYPES = {"navigate": "navigate_op", "act": "act_op", "episodes": "episode"}
 
 
 @dataclass
@@ -108,6 +114,7 @@ class BrowserWorker:
         self.stats = {"observations": 0, "aborted": 0, "dead_letters": 0}
         self._queues: dict[str, asyncio.Queue[Operation]] = {}
         self._runners: dict[str, asyncio.Task] = {}
+        self._queue_partition: dict[str, int] = {}
         self._to_store: list[TopicPartition] = []
         self._store_lock = threading.Lock()
         self._assigned: set[int] = set()
@@ -156,15 +163,19 @@ class BrowserWorker:
             deliveries.start()
             if ready is not None:
                 ready.set()
+            stopped = asyncio.ensure_future(stop.wait())
             try:
                 while not stop.is_set() and self._fatal is None:
-                    await asyncio.wait([asyncio.ensure_future(stop.wait())], timeout=0.5)
+                    await asyncio.wait([stopped], timeout=0.5)
             finally:
+                stopped.cancel()
                 threads_stop.set()
-                await asyncio.to_thread(poller.join)
-                deliveries.join(timeout=5)
-                for runner in self._runners.values():
+                await asyncio.to_thread(poller.join)  # leaves the group: held episodes aborted
+                runners = list(self._runners.values())
+                for runner in runners:
                     runner.cancel()
+                await asyncio.gather(*runners, return_exceptions=True)
+                await asyncio.to_thread(deliveries.join)
                 await self.pool.close()
         if self._fatal is not None:
             raise self._fatal
@@ -244,15 +255,12 @@ class BrowserWorker:
         tp = (message.topic(), message.partition())
         offset = message.offset()
         self.offsets.started(tp, offset)
-        try:
-            decoded = self.catalog.decode(message.value())
-        except EventDecodeError as exc:
-            await asyncio.to_thread(self.dead_letters.route, message, exc)
-            self.stats["dead_letters"] += 1
-            self._finished(tp, offset)
-            return
         kind = self.topics[message.topic()]
-        record = decoded.record
+        try:
+            record = self.catalog.decode(message.value(), EXPECTED_TYPES[kind]).record
+        except EventDecodeError as exc:
+            self._dead_letter(message, exc, tp, offset)
+            return
         if kind == "episodes":
             if record["kind"] in ("finished", "aborted"):
                 await self._forget_episode(record["episode_id"])
@@ -262,22 +270,47 @@ class BrowserWorker:
         queue = self._queues.get(episode_id)
         if queue is None:
             queue = self._queues[episode_id] = asyncio.Queue()
+            self._queue_partition[episode_id] = tp[1]
             self._runners[episode_id] = asyncio.ensure_future(self._run_episode(episode_id, queue))
         queue.put_nowait(Operation(kind, record, tp, offset, now_ms(), time.monotonic()))
 
+    def _dead_letter(
+        self, message: Message, error: BaseException, tp: tuple[str, int], offset: int
+    ) -> None:
+        """Poison record: to the dead-letter topic; its offset finishes once that is stored."""
+        log.warning("poison record %s[%d]@%d: %s", tp[0], tp[1], offset, error)
+        self.dead_letters.route_nowait(
+            message, error, on_delivery=self._delivery_callback(tp, offset)
+        )
+        self.stats["dead_letters"] += 1
+
     async def _run_episode(self, episode_id: str, queue: asyncio.Queue[Operation]) -> None:
-        """Serve one episode's operations in order; exits when its queue drains."""
+        """Serve one episode's operations in order; exits when its queue drains.
+
+        A bug or an unexpected error in one operation aborts that episode, never the worker.
+        """
         try:
             while True:
                 try:
                     operation = queue.get_nowait()
                 except asyncio.QueueEmpty:
                     return
-                await self._serve(operation)
+                try:
+                    await self._serve(operation)
+                except Exception as exc:  # noqa: BLE001 - contained to this episode
+                    log.exception("episode %s: unexpected error", episode_id)
+                    await self._abort(
+                        episode_id,
+                        operation.record.get("step", 0),
+                        operation.record.get("task_id", ""),
+                        f"browser worker error: {type(exc).__name__}: {exc}"[:500],
+                        operation,
+                    )
         finally:
             if self._queues.get(episode_id) is queue and queue.empty():
                 self._queues.pop(episode_id, None)
                 self._runners.pop(episode_id, None)
+                self._queue_partition.pop(episode_id, None)
 
     async def _serve(self, operation: Operation) -> None:
         record = operation.record
@@ -300,20 +333,20 @@ class BrowserWorker:
             self._finished(operation.tp, operation.offset)  # late operation of an ended episode
             return
         timings = {"transit": float(max(0, operation.received_ms - record["ts"]))}
+        # Every browser call has its own timeout; this bounds a page that stops answering at all.
+        limit_s = record["timeout_ms"] / 1000 + SCREENSHOT_TIMEOUT_MS / 1000 + 10
         try:
             async with self.budgets[operation.kind]:
                 started = time.monotonic()
                 timings["wait"] = (started - operation.received) * 1000
                 if held is None:
                     held = await self._open(record, operation.tp[1])
-                if operation.kind == "navigate":
-                    error = await held.session.navigate(record["url"], record["timeout_ms"])
-                else:
-                    error = await held.session.act(record["action"], record["timeout_ms"])
-                timings[operation.kind] = (time.monotonic() - started) * 1000
-                snapshot = await held.session.observe(
-                    record.get("set_of_marks", False), record.get("screenshot_format", "jpeg")
-                )
+                try:
+                    error, snapshot = await asyncio.wait_for(
+                        self._operate(held, operation, timings, started), limit_s
+                    )
+                except TimeoutError as exc:
+                    raise EpisodeFailure(f"page stopped answering for {limit_s:.0f} s") from exc
         except EpisodeFailure as failure:
             task_id = held.task_id if held else record.get("task_id", "")
             await self._abort(episode_id, record["step"], task_id, failure.reason, operation)
@@ -323,6 +356,20 @@ class BrowserWorker:
         timings["total"] = (time.monotonic() - operation.received) * 1000
         self._emit_observation(record, snapshot, error, timings, operation)
 
+    async def _operate(
+        self, held: HeldEpisode, operation: Operation, timings: dict[str, float], started: float
+    ) -> tuple[str | None, Snapshot]:
+        record = operation.record
+        if operation.kind == "navigate":
+            error = await held.session.navigate(record["url"], record["timeout_ms"])
+        else:
+            error = await held.session.act(record["action"], record["timeout_ms"])
+        timings[operation.kind] = (time.monotonic() - started) * 1000
+        snapshot = await held.session.observe(
+            record.get("set_of_marks", False), record.get("screenshot_format", "jpeg")
+        )
+        return error, snapshot
+
     async def _open(self, record: dict[str, Any], partition: int) -> HeldEpisode:
         policy = UrlPolicy.for_episode(
             record["url"],
@@ -331,8 +378,9 @@ class BrowserWorker:
             self.config.fault_injection,
         )
         viewport = {"width": record["viewport_width"], "height": record["viewport_height"]}
-        pooled = await self.pool.acquire()
+        pooled = None
         try:
+            pooled = await self.pool.acquire()
             session = await EpisodeSession.open(
                 pooled.browser,
                 record["episode_id"],
@@ -340,9 +388,16 @@ class BrowserWorker:
                 viewport,
                 self.settings.browser_jpeg_quality,
             )
-        except Exception as exc:
+        except BaseException as exc:
+            if pooled is not None:
+                await self.pool.release(pooled)
+            if isinstance(exc, Exception):
+                raise EpisodeFailure(f"could not open a browser context: {exc}") from exc
+            raise
+        if record["episode_id"] in self.terminal:  # it ended while the context was opening
+            await session.close()
             await self.pool.release(pooled)
-            raise EpisodeFailure(f"could not open a browser context: {exc}") from exc
+            raise EpisodeFailure("episode ended while its browser context was opening")
         held = HeldEpisode(session, pooled, record.get("task_id", ""), partition)
         self.held[record["episode_id"]] = held
         return held
@@ -375,7 +430,7 @@ class BrowserWorker:
             record["episode_id"],
             "observation",
             observation,
-            on_delivery=self._delivery_callback(operation),
+            on_delivery=self._delivery_callback(operation.tp, operation.offset),
         )
         self.stats["observations"] += 1
 
@@ -399,7 +454,9 @@ class BrowserWorker:
                 episode_id,
                 "episode",
                 event,
-                on_delivery=self._delivery_callback(operation) if operation else None,
+                on_delivery=(
+                    self._delivery_callback(operation.tp, operation.offset) if operation else None
+                ),
             )
             self.stats["aborted"] += 1
             log.info("episode %s aborted: %s", episode_id, reason)
@@ -417,21 +474,33 @@ class BrowserWorker:
             await self.pool.release(held.browser)
 
     async def _abort_partitions(self, partitions: set[int], reason: str) -> None:
-        for episode_id, held in list(self.held.items()):
-            if held.partition in partitions:
+        """Stop everything on ``partitions``; abort the episodes whose browser we held.
+
+        Operations not yet started are simply dropped: their offsets are not committed, so the
+        partition's next owner serves them.
+        """
+        cancelled = []
+        for episode_id, partition in list(self._queue_partition.items()):
+            if partition in partitions:
                 runner = self._runners.pop(episode_id, None)
                 self._queues.pop(episode_id, None)
-                if runner is not None and runner is not asyncio.current_task():
+                self._queue_partition.pop(episode_id, None)
+                if runner is not None:
                     runner.cancel()
+                    cancelled.append(runner)
+        await asyncio.gather(*cancelled, return_exceptions=True)
+        for episode_id, held in list(self.held.items()):
+            if held.partition in partitions:
                 await self._abort(episode_id, held.step, held.task_id, reason, None)
         await asyncio.to_thread(self.producer.flush, 30)
 
-    def _delivery_callback(self, operation: Operation):
+    def _delivery_callback(self, tp: tuple[str, int], offset: int):
         def delivered(error: KafkaError | None, message: Message) -> None:
             if error is not None:
                 self._fatal = KafkaException(error)  # an output we cannot write: stop loudly
                 return
-            self.loop.call_soon_threadsafe(self._finished, operation.tp, operation.offset)
+            if not self.loop.is_closed():
+                self.loop.call_soon_threadsafe(self._finished, tp, offset)
 
         return delivered
 

@@ -21,6 +21,8 @@ from infra.dead_letters import DeadLetterRouter
 from sites import generate_sites
 from sites.server import PracticeWebServer
 from tests.integration.browser_fleet import Episodes, WorkerProcess, worker_env
+from tests.integration.helpers import drain
+from tests.samples import sample
 
 
 @pytest.fixture(scope="module")
@@ -258,3 +260,25 @@ def test_browsers_are_recycled_after_their_quota_of_contexts(settings):
     launched, still_open = asyncio.run(cycle())
     assert launched == 3  # contexts 1-2, 3-4, 5
     assert still_open == [False, False, False, False, True]  # retired browsers were closed
+
+
+def test_poison_operations_go_to_the_dlq_and_the_worker_goes_on(
+    start_worker, episodes, practice_web, settings, producer, make_consumer
+):
+    start_worker()
+    episode_id = _episode("poison")
+    act_topic = settings.topic("ops.act")
+    producer.produce_raw(act_topic, episode_id, b"\x00 not an event", None)
+    wrong_type = sample("episode")  # a valid event, on the wrong topic
+    producer.produce(act_topic, episode_id, "episode", {**wrong_type, "episode_id": episode_id})
+    producer.flush()
+    episodes.navigate(episode_id, practice_web.base_url(practice_web.sites[3]))
+    assert episodes.observation(episode_id, 0)["action_error"] is None
+    dlq = make_consumer(f"dlq-{uuid.uuid4().hex[:8]}", [settings.topic("dlq")])
+    letters = drain(dlq, 2, where=lambda e: e.key == episode_id.encode())
+    assert sorted(letter.record["error_class"] for letter in letters) == [
+        "CorruptEventError",
+        "CorruptEventError",
+    ]
+    assert any("expected a act_op event" in letter.record["error_message"] for letter in letters)
+    assert {letter.record["source_topic"] for letter in letters} == {act_topic}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 from infra.producer import now_ms
-from tests.integration.helpers import drain
+from tests.integration.helpers import drain, of_episode
 
 
 def _episode_event(episode_id: str, step: int) -> dict:
@@ -28,22 +28,23 @@ def test_restarted_member_resumes_right_after_the_last_commit(settings, producer
     group = f"group-{uuid.uuid4().hex[:8]}"
 
     first = make_consumer(group, [topic])
-    committed = drain(first, 4)
+    mine = of_episode(episode_id)
+    committed = drain(first, 4, where=mine)
     assert [e.record["step"] for e in committed] == [0, 1, 2, 3]
     first.commit()
     # Two more are read but never committed: at least once means they come again.
-    uncommitted = drain(first, 2)
+    uncommitted = drain(first, 2, where=mine)
     assert [e.record["step"] for e in uncommitted] == [4, 5]
     first.close()
 
     second = make_consumer(group, [topic])
-    resumed = drain(second, 6)
+    resumed = drain(second, 6, where=mine)
     assert [e.record["step"] for e in resumed] == [4, 5, 6, 7, 8, 9]
     assert resumed[0].offset == committed[-1].offset + 1
     assert resumed[0].event_type == "episode"
     assert resumed[0].key == episode_id.encode()
     second.commit()
-    assert drain(second, 1, timeout=3) == []
+    assert drain(second, 1, timeout=3, where=mine) == []
 
 
 def test_a_new_group_reads_from_offset_zero(settings, producer, make_consumer):

@@ -12,7 +12,7 @@ from infra.dead_letters import (
     HEADER_TOPIC,
 )
 from schemas.serde import MARKER
-from tests.integration.helpers import drain
+from tests.integration.helpers import drain, of_episode
 from tests.samples import sample
 
 
@@ -30,14 +30,14 @@ def test_poison_records_go_to_the_dlq_with_their_coordinates(settings, producer,
     producer.flush()
 
     consumer = make_consumer(f"g-{uuid.uuid4().hex[:8]}", [topic])
-    events = [e for e in drain(consumer, 2) if e.record["episode_id"] == episode_id]
+    events = drain(consumer, 2, where=of_episode(episode_id))
     assert [e.record["step"] for e in events] == [0, 1]
     assert events[1].offset == events[0].offset + 3
     assert consumer.dead_lettered == 2
     consumer.commit()
 
     dlq = make_consumer(f"dlq-{uuid.uuid4().hex[:8]}", [settings.topic("dlq")])
-    letters = [e for e in drain(dlq, 2) if e.record["source_topic"] == topic]
+    letters = drain(dlq, 2, where=lambda e: e.key == episode_id.encode())
     assert len(letters) == 2
     first, second = letters
     assert [letter.record["source_offset"] for letter in letters] == [

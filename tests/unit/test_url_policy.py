@@ -48,3 +48,9 @@ def test_fault_pages_only_with_fault_injection():
     policy = UrlPolicy(("x.webgym.test",), fault_injection=True)
     assert policy.refusal("chrome://crash") is None
     assert policy.refusal("chrome://settings") is not None
+
+
+def test_subresources_are_policed_for_private_addresses_only(policy):
+    assert policy.private_refusal("http://cdn.example.com/app.js") is None
+    assert "private" in policy.private_refusal("http://169.254.169.254/latest/meta-data")
+    assert UrlPolicy(("x",), allow_private=True).private_refusal("http://10.0.0.1/") is None
