@@ -30,7 +30,7 @@ from infra.consumer import EventConsumer, build_consumer
 from infra.dead_letters import DeadLetterRouter
 from infra.producer import EventProducer, now_ms
 from infra.settings import Settings
-from infra.topic_admin import create_topics
+from infra.topic_admin import create_topics, delete_topics
 from sites import generate_sites
 from sites.server import PracticeWebServer
 from tests.integration.browser_fleet import WorkerProcess, worker_env
@@ -110,11 +110,7 @@ async def bare_loop(
 
         await asyncio.gather(*(drive(p, pt) for p, pt in zip(pages, points, strict=True)))
         await browser.close()
-    return {
-        "cycles": cycles,
-        "cycles_per_s": round(cycles / seconds, 2),
-        "cycle_ms": percentiles(latencies),
-    }
+    return {"cycles": cycles, "cycle_ms": latencies}
 
 
 def pipeline_loop(
@@ -146,7 +142,7 @@ def pipeline_loop(
     step_of = {episode: 0 for episode in episodes}
     point_of = dict(zip(episodes, points, strict=True))
     url_of = dict(zip(episodes, urls, strict=True))
-    latency = {"navigate": [], "act": []}
+    latency: dict[str, list[float]] = {"navigate": [], "act": []}
     worker_timings: dict[str, list[float]] = {}
     aborted = []
 
@@ -210,40 +206,76 @@ def pipeline_loop(
     finally:
         worker.stop()
         consumer.close()
+        delete_topics(settings)
     return {
         "cycles": cycles,
-        "cycles_per_s": round(cycles / seconds, 2),
-        "latency_ms": {kind: percentiles(values) for kind, values in latency.items()},
-        "worker_timings_ms": {name: percentiles(values) for name, values in worker_timings.items()},
+        "latency_ms": latency,
+        "worker_timings_ms": worker_timings,
         "aborted": len(aborted),
     }
 
 
+def _merge(runs: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
+    """Sum the rounds of one side: cycles per second overall, percentiles of all samples."""
+    merged: dict[str, Any] = {"cycles": sum(run["cycles"] for run in runs)}
+    merged["cycles_per_s"] = round(merged["cycles"] / (seconds * len(runs)), 2)
+    merged["cycles_per_s_by_round"] = [round(run["cycles"] / seconds, 2) for run in runs]
+    for key, value in runs[0].items():
+        if isinstance(value, list):
+            merged[key] = percentiles([x for run in runs for x in run[key]])
+        elif isinstance(value, dict):
+            names = {name for run in runs for name in run[key]}
+            merged[key] = {
+                name: percentiles([x for run in runs for x in run[key].get(name, [])])
+                for name in sorted(names)
+            }
+        elif key != "cycles":
+            merged[key] = sum(run[key] for run in runs)
+    return merged
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=20.0, help="measured seconds per side")
+    parser.add_argument("--seconds", type=float, default=15.0, help="measured seconds per side")
     parser.add_argument("--warmup", type=float, default=3.0, help="unmeasured seconds first")
     parser.add_argument("--pages", type=int, default=8, help="concurrent pages / episodes")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="bare/pipeline rounds, alternated against drift"
+    )
     args = parser.parse_args()
     settings = Settings()
     sites = generate_sites(seed=0, count=args.pages)
+    bare_runs, pipeline_runs = [], []
     with PracticeWebServer(sites) as server:
         urls = [server.base_url(site) for site in sites]
         rules = server.host_resolver_rules
         points = asyncio.run(inert_points(settings, rules, urls))
-        with console.status(f"bare Playwright loop, {args.pages} pages, {args.seconds:.0f}s"):
-            bare = asyncio.run(bare_loop(settings, rules, urls, points, args.seconds, args.warmup))
-        with console.status(f"Kafka pipeline, {args.pages} episodes, {args.seconds:.0f}s"):
-            pipeline = pipeline_loop(settings, server.port, urls, points, args.seconds, args.warmup)
+        for round_number in range(1, args.rounds + 1):
+            with console.status(f"round {round_number}: bare Playwright, {args.pages} pages"):
+                bare_runs.append(
+                    asyncio.run(bare_loop(settings, rules, urls, points, args.seconds, args.warmup))
+                )
+            with console.status(f"round {round_number}: Kafka pipeline, {args.pages} episodes"):
+                pipeline_runs.append(
+                    pipeline_loop(settings, server.port, urls, points, args.seconds, args.warmup)
+                )
+    bare, pipeline = _merge(bare_runs, args.seconds), _merge(pipeline_runs, args.seconds)
     result = {
         "benchmark": "screenshot+click cycles: Kafka pipeline vs bare Playwright (same run)",
         "pages": args.pages,
-        "seconds": args.seconds,
+        "seconds_per_side_per_round": args.seconds,
+        "rounds": args.rounds,
         "viewport": VIEWPORT,
         "jpeg_quality": settings.browser_jpeg_quality,
         "bare": bare,
         "pipeline": pipeline,
         "ratio": round(pipeline["cycles_per_s"] / bare["cycles_per_s"], 3),
+        "ratio_by_round": [
+            round(p / b, 3)
+            for p, b in zip(
+                pipeline["cycles_per_s_by_round"], bare["cycles_per_s_by_round"], strict=True
+            )
+        ],
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")

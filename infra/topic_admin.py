@@ -124,3 +124,14 @@ def describe_topics(
             raise
         described[resource.name] = {key: entry.value for key, entry in entries.items()}
     return described
+
+
+def delete_topics(settings: Settings, admin: AdminClient | None = None) -> list[str]:
+    """Delete the table's topics under ``settings.topic_prefix`` (tests, benchmarks)."""
+    admin = admin or build_admin(settings)
+    present = existing_partitions(admin, settings)
+    names = [spec.name(settings) for spec in TOPICS if spec.name(settings) in present]
+    if names:
+        for future in admin.delete_topics(names, operation_timeout=ADMIN_TIMEOUT_S).values():
+            future.result(timeout=ADMIN_TIMEOUT_S)
+    return names

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Iterator
 
 import pytest
 
@@ -18,7 +19,7 @@ from infra.consumer import EventConsumer, build_consumer
 from infra.dead_letters import DeadLetterRouter
 from infra.producer import EventProducer
 from infra.settings import Settings
-from infra.topic_admin import create_topics
+from infra.topic_admin import create_topics, delete_topics
 
 
 def pytest_collection_modifyitems(items):
@@ -37,13 +38,14 @@ def stack_settings() -> Settings:
 
 
 @pytest.fixture(scope="session")
-def settings(stack_settings: Settings) -> Settings:
+def settings(stack_settings: Settings) -> Iterator[Settings]:
     """The stack's settings with a topic prefix of this test session's own, topics created."""
     isolated = stack_settings.model_copy(
         update={"topic_prefix": f"test-{uuid.uuid4().hex[:10]}", "default_partitions": 3}
     )
     create_topics(isolated)
-    return isolated
+    yield isolated
+    delete_topics(isolated)
 
 
 @pytest.fixture

@@ -1,10 +1,17 @@
 from __future__ import annotations
 
+import time
 import uuid
 
 from confluent_kafka.admin import NewTopic
 
-from infra.topic_admin import build_admin, create_topics, describe_topics
+from infra.topic_admin import (
+    build_admin,
+    create_topics,
+    delete_topics,
+    describe_topics,
+    topic_states,
+)
 from infra.topics import TOPICS
 
 
@@ -32,3 +39,8 @@ def test_a_partition_mismatch_is_reported_not_changed(stack_settings):
     assert (states[wrong].actual_partitions, states[wrong].expected_partitions) == (2, 8)
     assert states[settings.topic("ops.navigate")].outcome == "created"
     assert {s.outcome for s in create_topics(settings)} == {"exists", "mismatch"}
+    assert wrong in delete_topics(settings)
+    deadline = time.monotonic() + 30  # brokers learn of deletions from the controller, soon
+    while {s.outcome for s in topic_states(settings)} != {"missing"}:
+        assert time.monotonic() < deadline, "deleted topics are still listed"
+        time.sleep(0.2)
