@@ -12,7 +12,16 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from playwright.async_api import Browser, BrowserContext, Dialog, Download, Page, Route
+from playwright.async_api import (
+    Browser,
+    BrowserContext,
+    Dialog,
+    Download,
+    Frame,
+    Page,
+    Request,
+    Route,
+)
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 
@@ -69,9 +78,17 @@ class EpisodeSession:
         self.crashed = False
         self.closed = False
         self._notes: list[str] = []
+        self._marks: list[dict[str, Any]] | None = None
         self._doc: str | None = None
         self._title: str | None = None
+        # Main-frame navigations seen (requests and same-document commits), and the count when
+        # the last action began: a difference means the action navigated and must settle.
+        self._navigations = 0
+        self._action_mark: int | None = None
+        self._action_timeout_ms = 10_000
         page.on("crash", self._on_crash)
+        page.on("request", self._on_request)
+        page.on("framenavigated", self._on_frame_navigated)
         page.on("dialog", self._on_dialog)
         page.on("download", self._on_download)
         context.on("page", self._on_new_page)
@@ -118,7 +135,7 @@ class EpisodeSession:
         return self._take_notes()
 
     async def act(self, action: dict[str, Any], timeout_ms: int) -> str | None:
-        """Perform one action, then wait until any navigation it started has loaded."""
+        """Perform one action; :meth:`observe` waits for any navigation it started."""
         kind = action["kind"]
         try:
             if kind == "navigate":
@@ -129,8 +146,8 @@ class EpisodeSession:
                 if response is None and self.page.url in ("about:blank", ""):
                     return "go_back: there is no previous page"
                 return self._take_notes()
+            self._action_mark, self._action_timeout_ms = self._navigations, timeout_ms
             await asyncio.wait_for(perform(self.page, action, self.viewport), timeout_ms / 1000)
-            await self._settle(timeout_ms)
         except ActionRefused as exc:
             return str(exc)
         except (TimeoutError, PlaywrightTimeout) as exc:
@@ -144,21 +161,26 @@ class EpisodeSession:
         return self._take_notes()
 
     async def observe(self, set_of_marks: bool, screenshot_format: str) -> Snapshot:
+        """Screenshot (and marks) of the page once any navigation of the last action loaded.
+
+        The fast path costs one round trip: the screenshot is taken at once, and only if the
+        browser reported a navigation since the action began (it reports one within
+        milliseconds, long before a screenshot is done) do we wait for the new page and take
+        it again. With marks, which need the page's DOM anyway, we settle first.
+        """
         timings: dict[str, float] = {}
         try:
-            marks = None
-            if set_of_marks:
+            if set_of_marks and self._action_mark is not None:
+                await self._settle(self._action_timeout_ms)
+                self._action_mark = None
+            image = await self._capture(set_of_marks, screenshot_format, timings)
+            if self._action_mark is not None and self._navigations != self._action_mark:
                 started = time.perf_counter()
-                marks = await self.page.evaluate(MARKS, True)
-                timings["marks"] = (time.perf_counter() - started) * 1000
-            started = time.perf_counter()
-            options: dict[str, Any] = {"type": screenshot_format, "timeout": SCREENSHOT_TIMEOUT_MS}
-            if screenshot_format == "jpeg":
-                options["quality"] = self.jpeg_quality
-            image = await self.page.screenshot(**options)
-            timings["screenshot"] = (time.perf_counter() - started) * 1000
-            if set_of_marks:
-                await self.page.evaluate(REMOVE_OVERLAY)
+                await self._settle(self._action_timeout_ms)
+                timings["settle"] = (time.perf_counter() - started) * 1000
+                image = await self._capture(set_of_marks, screenshot_format, timings)
+            self._action_mark = None
+            marks = self._marks
             title = self._title if self._title is not None else await self.page.title()
         except (PlaywrightError, PlaywrightTimeout) as exc:
             self._raise_if_gone(exc)
@@ -174,6 +196,24 @@ class EpisodeSession:
             action_error=None,
             timings_ms=timings,
         )
+
+    async def _capture(
+        self, set_of_marks: bool, screenshot_format: str, timings: dict[str, float]
+    ) -> bytes:
+        self._marks = None
+        if set_of_marks:
+            started = time.perf_counter()
+            self._marks = await self.page.evaluate(MARKS, True)
+            timings["marks"] = (time.perf_counter() - started) * 1000
+        started = time.perf_counter()
+        options: dict[str, Any] = {"type": screenshot_format, "timeout": SCREENSHOT_TIMEOUT_MS}
+        if screenshot_format == "jpeg":
+            options["quality"] = self.jpeg_quality
+        image = await self.page.screenshot(**options)
+        timings["screenshot"] = (time.perf_counter() - started) * 1000
+        if set_of_marks:
+            await self.page.evaluate(REMOVE_OVERLAY)
+        return image
 
     async def close(self) -> None:
         if self.closed:
@@ -235,6 +275,14 @@ class EpisodeSession:
 
     def _on_crash(self, page: Page) -> None:
         self.crashed = True
+
+    def _on_request(self, request: Request) -> None:
+        if request.is_navigation_request() and request.frame == self.page.main_frame:
+            self._navigations += 1
+
+    def _on_frame_navigated(self, frame: Frame) -> None:
+        if frame == self.page.main_frame:
+            self._navigations += 1
 
     def _on_dialog(self, dialog: Dialog) -> None:
         self._notes.append(
