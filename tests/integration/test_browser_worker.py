@@ -163,11 +163,20 @@ def test_forbidden_urls_and_browser_surprises_are_data(start_worker, episodes, p
     assert (
         "dialog appeared and was dismissed" in episodes.observation(episode_id, 4)["action_error"]
     )
-    episodes.act(episode_id, 5, {"kind": "navigate", "url": home + "__webgym/download"})
-    after_download = episodes.observation(episode_id, 5)
+    new_tab = next(m for m in popup_page["set_of_marks"] if m["name"] == "Open a page in a new tab")
+    episodes.act(episode_id, 5, {"kind": "left_click", "element_id": new_tab["id"]})
+    time.sleep(0.5)  # the new tab is folded into the page in the background
+    episodes.act(episode_id, 6, {"kind": "wait", "seconds": 1})
+    folded = episodes.observation(episode_id, 6)
+    assert folded["url"] == home + "__webgym/slow?ms=0"
+    assert "new tab" in (episodes.observation(episode_id, 5)["action_error"] or "") + (
+        folded["action_error"] or ""
+    )
+    episodes.act(episode_id, 7, {"kind": "navigate", "url": home + "__webgym/download"})
+    after_download = episodes.observation(episode_id, 7)
     assert after_download["action_error"] is not None
-    episodes.act(episode_id, 6, {"kind": "go_back"})
-    assert episodes.observation(episode_id, 6)["action_error"] is None
+    episodes.act(episode_id, 8, {"kind": "go_back"})
+    assert episodes.observation(episode_id, 8)["action_error"] is None
     assert episode_id not in episodes.aborted
 
 

@@ -1,0 +1,1 @@
+"""The policy side: context builder, strict reply parser, model backends, policy workers."""
