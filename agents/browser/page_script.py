@@ -11,6 +11,20 @@ INIT_SCRIPT = """
     window.navigation.addEventListener('navigate', (e) => { if (!e.hashChange) mark(); });
   }
   window.addEventListener('beforeunload', mark);
+  // An episode has one page: links and window.open that would open a tab open here instead
+  // (a background tab would also stall the screenshots of this one).
+  document.addEventListener('click', (e) => {
+    const link = e.target instanceof Element && e.target.closest('a[target], area[target]');
+    if (link && link.target !== '_self') link.target = '_self';
+  }, true);
+  document.addEventListener('submit', (e) => {
+    if (e.target.target && e.target.target !== '_self') e.target.target = '_self';
+  }, true);
+  const open = window.open;
+  window.open = (url, name, features) => {
+    if (url) { location.href = url; return window; }
+    return open.call(window, url, name, features);
+  };
 })();
 """
 

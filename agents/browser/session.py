@@ -304,6 +304,7 @@ class EpisodeSession:
             pass
         url = popup.url
         await popup.close()
+        await self.page.bring_to_front()  # a hidden page would stall its screenshots
         refusal = self.policy.refusal(url)
         if refusal:
             self._notes.append(f"a new tab was blocked: {refusal}")
