@@ -1,0 +1,64 @@
+"""Publishing and fetching policy weights on the real MinIO and Kafka."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+from infra.objects import build_minio, put_bytes
+from infra.weights import WeightsRejected, fetch_weights, publish_weights, version_prefix
+from tests.integration.helpers import drain
+
+
+@pytest.fixture
+def weights_dir(tmp_path):
+    directory = tmp_path / "checkpoint"
+    (directory / "sub").mkdir(parents=True)
+    (directory / "model.safetensors").write_bytes(os.urandom(200_000))
+    (directory / "sub" / "config.json").write_text('{"hidden_size": 64}')
+    return directory
+
+
+def test_publish_then_fetch_verifies_every_file(
+    settings, producer, make_consumer, weights_dir, tmp_path
+):
+    client = build_minio(settings)
+    name = f"tiny-{uuid.uuid4().hex[:6]}"
+    event = publish_weights(client, settings, producer, name, 1, weights_dir, "tiny-qwen-vl")
+    assert event["location"] == f"s3://{settings.policies_bucket}/{version_prefix(name, 1)}"
+
+    versions = make_consumer(
+        f"versions-{uuid.uuid4().hex[:6]}", [settings.topic("policy.versions")]
+    )
+    announced = drain(versions, 1, where=lambda e: e.record["policy_name"] == name)
+    assert [e.record for e in announced] == [event]
+    assert announced[0].key == name.encode()
+
+    fetched = fetch_weights(client, event, tmp_path / "cache")
+    assert fetched == tmp_path / "cache" / name / "v1"
+    for relative in ("model.safetensors", "sub/config.json"):
+        assert (fetched / relative).read_bytes() == (weights_dir / relative).read_bytes()
+
+    with pytest.raises(WeightsRejected, match="versions are immutable"):
+        publish_weights(client, settings, producer, name, 1, weights_dir, "tiny-qwen-vl")
+
+
+def test_a_tampered_or_missing_file_is_refused(settings, producer, weights_dir, tmp_path):
+    client = build_minio(settings)
+    name = f"tiny-{uuid.uuid4().hex[:6]}"
+    event = publish_weights(client, settings, producer, name, 1, weights_dir, "tiny-qwen-vl")
+    prefix = version_prefix(name, 1)
+    put_bytes(client, settings.policies_bucket, prefix + "model.safetensors", b"evil", "x/y")
+    with pytest.raises(WeightsRejected, match="model.safetensors .* has sha256"):
+        fetch_weights(client, event, tmp_path / "cache")
+    assert not (tmp_path / "cache" / name / "v1").exists()  # nothing half-written is left
+
+    client.remove_object(settings.policies_bucket, prefix + "model.safetensors")
+    with pytest.raises(WeightsRejected, match="is missing"):
+        fetch_weights(client, event, tmp_path / "cache")
+
+    forged = {**event, "manifest_sha256": "0" * 64}
+    with pytest.raises(WeightsRejected, match="the version event says 0000"):
+        fetch_weights(client, forged, tmp_path / "cache")
