@@ -15,3 +15,4 @@ bench:  ## benchmarks; results land in bench/results/*.json
 	.venv/bin/webgym up
 	.venv/bin/python -m bench.serde_observation
 	.venv/bin/python -m bench.browser_fleet
+	.venv/bin/python -m bench.policy_worker

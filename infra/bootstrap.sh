@@ -30,10 +30,10 @@ if [ ! -x .venv/bin/python ]; then
   echo "bootstrap: creating .venv"
   "$python" -m venv .venv
 fi
-stamp=$(sha256sum pyproject.toml | cut -d' ' -f1)
+stamp=$(cat pyproject.toml infra/constraints.txt | sha256sum | cut -d' ' -f1)
 if [ "$(cat .venv/.installed 2>/dev/null)" != "$stamp" ]; then
   echo "bootstrap: installing Python packages into .venv (first time: a few minutes)"
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e '.[test]'
+  .venv/bin/python -m pip install -q -c infra/constraints.txt -e '.[test]'
   echo "$stamp" > .venv/.installed
 fi

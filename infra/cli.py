@@ -9,6 +9,7 @@ import os
 import time
 from collections.abc import Callable
 from functools import wraps
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -46,6 +47,8 @@ worker_app = typer.Typer(
     help="Workers: consumer-group members that serve one topic family.", no_args_is_help=True
 )
 app.add_typer(worker_app, name="worker")
+model_app = typer.Typer(help="Model checkpoints.", no_args_is_help=True)
+app.add_typer(model_app, name="model")
 
 KNOWN_ERRORS = (
     stack.StackError,
@@ -271,6 +274,60 @@ def worker_browser(
         fault_injection=fault_injection,
     )
     run_browser_worker(settings, config)
+
+
+@worker_app.command("policy")
+@user_errors
+def worker_policy(
+    backend: Annotated[str, typer.Option(help="local (transformers) or openai (HTTP)")] = "local",
+    model: Annotated[
+        str, typer.Option(help="checkpoint directory (local) or served model name (openai)")
+    ] = "",
+    base_url: Annotated[
+        str | None, typer.Option(help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
+    ] = None,
+    policy_name: Annotated[str, typer.Option(help="follow versions of this policy")] = "default",
+    batch_size: Annotated[int, typer.Option(min=1, help="requests per backend call")] = 8,
+    max_new_tokens: Annotated[int, typer.Option(min=1, help="reply length limit")] = 512,
+    device: Annotated[str, typer.Option(help="local backend device: cpu, cuda")] = "cpu",
+    group: Annotated[str, typer.Option(help="consumer group; one per fleet")] = "webgym-policy",
+) -> None:
+    """Serve inference requests (webgym.ops.infer) with a model and emit inference events.
+
+    Every reply is parsed strictly (Thought / Action / <tool_call> / Memory). New versions on
+    webgym.policy.versions are fetched from MinIO, verified by sha256 and swapped in between
+    batches. Build a tiny test model with `webgym model tiny DIR`.
+    """
+    from agents.policy.main import backend_factory, run_policy_worker
+    from agents.policy.worker import PolicyWorkerConfig
+
+    if not model:
+        raise SettingsError("--model is required: a checkpoint directory or a served model name")
+    settings = _settings()
+    try:
+        factory = backend_factory(backend, model, base_url, max_new_tokens, device)
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from exc
+    config = PolicyWorkerConfig(
+        backend_name=backend,
+        policy_name=policy_name,
+        group_id=group,
+        client_id=f"{group}-{os.getpid()}",
+        batch_size=batch_size,
+    )
+    run_policy_worker(settings, config, factory)
+
+
+@model_app.command("tiny")
+def model_tiny(
+    out: Annotated[Path, typer.Argument(help="directory to write the checkpoint to")],
+    seed: Annotated[int, typer.Option(help="weights and tokenizer seed")] = 0,
+) -> None:
+    """Build a tiny randomly initialised Qwen-VL checkpoint offline (for tests and smoke runs)."""
+    from agents.policy.tiny_model import build_tiny_vl_model
+
+    path = build_tiny_vl_model(out, seed=seed)
+    console.print(f"tiny Qwen-VL checkpoint written to {path}")
 
 
 def main() -> None:

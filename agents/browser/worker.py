@@ -29,7 +29,6 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 from playwright.async_api import async_playwright
 
-from agents.browser.offsets import OffsetTracker
 from agents.browser.pool import BrowserPool, PooledBrowser
 from agents.browser.session import (
     SCREENSHOT_TIMEOUT_MS,
@@ -40,6 +39,7 @@ from agents.browser.session import (
 from agents.browser.url_policy import UrlPolicy
 from infra.consumer import build_consumer
 from infra.dead_letters import DeadLetterRouter
+from infra.offsets import OffsetTracker
 from infra.producer import EventProducer, now_ms
 from infra.settings import Settings
 from schemas.serde import EventDecodeError, SchemaCatalog, default_catalog

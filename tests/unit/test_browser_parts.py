@@ -1,7 +1,7 @@
 import pytest
 
 from agents.browser.actions import ActionRefused, key_combo, to_pixels
-from agents.browser.offsets import OffsetTracker
+from infra.offsets import OffsetTracker
 
 
 def test_offsets_commit_only_the_finished_prefix():

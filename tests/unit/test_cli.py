@@ -19,6 +19,8 @@ COMMANDS = [
     ["topics", "list"],
     ["topics", "describe"],
     ["worker", "browser"],
+    ["worker", "policy"],
+    ["model", "tiny"],
 ]
 
 

@@ -1,0 +1,64 @@
+"""`webgym worker policy`: one policy worker until SIGINT or SIGTERM.
+
+Reads like a recipe: settings, backend factory, worker config, serve.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from pathlib import Path
+
+from rich.console import Console
+
+from agents.policy.worker import BackendFactory, PolicyWorker, PolicyWorkerConfig
+from infra.settings import Settings
+
+BACKENDS = ("local", "openai")
+
+
+def backend_factory(
+    backend: str, model: str, base_url: str | None, max_new_tokens: int, device: str
+) -> BackendFactory:
+    """How to build the backend for the base model (None) or a published version's weights."""
+    if backend == "local":
+        from agents.policy.backends.local import LocalBackend
+
+        def local(weights: Path | None) -> LocalBackend:
+            return LocalBackend(
+                weights or Path(model), device=device, max_new_tokens=max_new_tokens
+            )
+
+        return local
+    if backend == "openai":
+        from agents.policy.backends.openai_http import OpenAIBackend
+
+        if not base_url:
+            raise ValueError("--backend openai needs --base-url (e.g. http://127.0.0.1:8000/v1)")
+
+        def remote(weights: Path | None) -> OpenAIBackend:
+            # The server owns its weights (vLLM reloads LoRA adapters itself); same client.
+            return OpenAIBackend(base_url, model, max_tokens=max_new_tokens)
+
+        return remote
+    raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+
+
+def run_policy_worker(
+    settings: Settings, config: PolicyWorkerConfig, factory: BackendFactory
+) -> None:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    console = Console()
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    worker = PolicyWorker(settings, config, factory)
+    console.print(
+        f"policy worker ({config.backend_name}, policy {config.policy_name}) in group "
+        f"[bold]{config.group_id}[/] on {settings.bootstrap_servers}. Ctrl-C to stop."
+    )
+    worker.run(stop)
+    console.print(f"stopped: {worker.stats}")

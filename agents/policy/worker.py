@@ -1,0 +1,370 @@
+"""The policy worker: inference requests in, inference events out.
+
+Delivery guarantee: at least once; inference events have the deterministic id
+``<episode_id>:<step>:inference`` so consumers drop duplicates. The worker is a member of the
+``webgym-policy`` consumer group over ``ops.infer`` and ``observations``; the range assignor gives
+it the same partitions of both, so the screenshots an episode's requests refer to arrive at the
+worker that serves them (kept in a bounded cache). A request waits at most ``image_wait_s`` for
+its screenshots; after that it is answered with an error inference rather than stalling.
+
+Requests are served in batches on a backend (local ``transformers``, OpenAI-compatible HTTP, ...).
+Every reply is parsed strictly; a reply that does not parse is recorded with its parse error.
+Every event names the policy version that produced it. A separate reader follows
+``policy.versions``: a newer version of ``policy_name`` is fetched from object storage, verified
+(sha256 of the manifest and of every file) and swapped in between batches; a version that fails
+verification is refused with a logged error and the current one keeps serving.
+
+Known limit: after a restart, a redelivered request whose screenshot was consumed (and committed)
+before the crash gets an error inference (``observation ... not available``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
+
+from agents.policy.backends import ChatRequest, Generation
+from agents.policy.parser import ParsedReply, parse_reply
+from infra.consumer import build_consumer
+from infra.dead_letters import DeadLetterRouter
+from infra.objects import build_minio
+from infra.offsets import OffsetTracker
+from infra.producer import EventProducer, now_ms
+from infra.settings import Settings
+from infra.weights import WeightsRejected, fetch_weights
+from schemas.serde import EventDecodeError, SchemaCatalog, default_catalog
+
+log = logging.getLogger(__name__)
+
+EXPECTED_TYPES = {"infer": "infer_request", "observations": "observation"}
+CACHE_IMAGES = 2048
+
+
+class Backend(Protocol):
+    def generate(self, requests: list[ChatRequest]) -> list[Generation]: ...
+
+
+BackendFactory = Callable[[Path | None], Backend]  # weights dir of a version, None = the base
+
+
+@dataclass
+class PolicyWorkerConfig:
+    backend_name: str
+    policy_name: str = "default"
+    group_id: str = "webgym-policy"
+    client_id: str = "webgym-policy"
+    batch_size: int = 8
+    concurrency: int = 1  # batches in flight at once
+    image_wait_s: float = 10.0
+
+
+@dataclass
+class Pending:
+    record: dict[str, Any]
+    tp: tuple[str, int]
+    offset: int
+    received: float
+
+
+@dataclass
+class ServingVersion:
+    backend: Backend
+    version: int  # 0 = the base model, before any published version
+
+
+class ImageCache:
+    """Screenshots by observation event id; the oldest are dropped beyond ``capacity``."""
+
+    def __init__(self, capacity: int = CACHE_IMAGES):
+        self._images: OrderedDict[str, bytes] = OrderedDict()
+        self._capacity = capacity
+
+    def put(self, event_id: str, image: bytes) -> None:
+        self._images[event_id] = image
+        self._images.move_to_end(event_id)
+        while len(self._images) > self._capacity:
+            self._images.popitem(last=False)
+
+    def get(self, event_id: str) -> bytes | None:
+        return self._images.get(event_id)
+
+
+def resolve_images(messages: list[dict[str, Any]], images: ImageCache) -> list[dict[str, Any]]:
+    """The request's messages with each image reference replaced by its screenshot bytes."""
+    resolved = []
+    for message in messages:
+        content = message["content"]
+        if isinstance(content, list):
+            content = [
+                {"type": "image", "image": images.get(part["observation_event_id"])}
+                if part["type"] == "image"
+                else part
+                for part in content
+            ]
+        resolved.append({**message, "content": content})
+    return resolved
+
+
+class PolicyWorker:
+    def __init__(
+        self,
+        settings: Settings,
+        config: PolicyWorkerConfig,
+        backend_factory: BackendFactory,
+        catalog: SchemaCatalog | None = None,
+    ):
+        self.settings = settings
+        self.config = config
+        self.backend_factory = backend_factory
+        self.catalog = catalog or default_catalog()
+        self.topics = {
+            settings.topic("ops.infer"): "infer",
+            settings.topic("observations"): "observations",
+        }
+        self.images = ImageCache()
+        self.offsets = OffsetTracker()
+        self.stats = {"inferences": 0, "parse_errors": 0, "versions_refused": 0}
+        self.serving = ServingVersion(backend_factory(None), 0)
+        self._serving_lock = threading.Lock()
+        self._finished: queue.SimpleQueue[tuple[tuple[str, int], int]] = queue.SimpleQueue()
+        self._fatal: BaseException | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        self.producer = EventProducer.connect(
+            self.settings, client_id=self.config.client_id, **{"linger.ms": 0}
+        )
+        self.dead_letters = DeadLetterRouter(self.settings, self.producer)
+        consumer = build_consumer(
+            self.settings,
+            group_id=self.config.group_id,
+            client_id=self.config.client_id,
+            # Same partitions of ops.infer and observations: an episode's screenshots come here.
+            **{"partition.assignment.strategy": "range"},
+            # Offsets are stored once the inference event is acknowledged; librdkafka commits.
+            **{"enable.auto.offset.store": False, "enable.auto.commit": True},
+            **{"auto.commit.interval.ms": 500, "session.timeout.ms": 10_000},
+        )
+        consumer.subscribe(list(self.topics), on_assign=self._on_assign)
+        follower = threading.Thread(target=self._follow_versions, args=(stop,), daemon=True)
+        follower.start()
+        pending: list[Pending] = []
+        in_flight: list[Any] = []
+        with ThreadPoolExecutor(max_workers=self.config.concurrency) as pool:
+            try:
+                while not stop.is_set() and self._fatal is None:
+                    for message in consumer.consume(64, 0.05):
+                        self._accept(message, pending)
+                    in_flight = [f for f in in_flight if not f.done()]
+                    while pending and len(in_flight) < self.config.concurrency:
+                        batch = self._take_ready(pending)
+                        if not batch:
+                            break
+                        in_flight.append(pool.submit(self._serve, batch))
+                    self.producer.poll(0)
+                    self._store_finished(consumer)
+            finally:
+                for future in in_flight:
+                    future.result()
+                self.producer.flush(30)
+                self._store_finished(consumer)
+                consumer.close()
+        if self._fatal is not None:
+            raise self._fatal
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        log.info("assigned %s", sorted({tp.partition for tp in partitions}))
+
+    # -- consuming ------------------------------------------------------------------------------
+
+    def _accept(self, message: Message, pending: list[Pending]) -> None:
+        if message.error():
+            if message.error().fatal():
+                raise RuntimeError(message.error().str())
+            log.warning("consumer error (continuing): %s", message.error().str())
+            return
+        tp, offset = (message.topic(), message.partition()), message.offset()
+        self.offsets.started(tp, offset)
+        kind = self.topics[message.topic()]
+        try:
+            record = self.catalog.decode(message.value(), EXPECTED_TYPES[kind]).record
+        except EventDecodeError as exc:
+            self.dead_letters.route_nowait(message, exc, on_delivery=self._on_delivered(tp, offset))
+            return
+        if kind == "observations":
+            self.images.put(record["event_id"], record["screenshot"])
+            self._finished.put((tp, offset))
+        else:
+            pending.append(Pending(record, tp, offset, time.monotonic()))
+
+    def _take_ready(self, pending: list[Pending]) -> list[Pending]:
+        """Up to one batch of requests whose screenshots are here (or waited long enough)."""
+        batch = []
+        for item in list(pending):
+            ids = item.record["observation_event_ids"]
+            waited = time.monotonic() - item.received
+            if (
+                all(self.images.get(i) is not None for i in ids)
+                or waited > self.config.image_wait_s
+            ):
+                batch.append(item)
+                pending.remove(item)
+                if len(batch) == self.config.batch_size:
+                    break
+        return batch
+
+    # -- serving --------------------------------------------------------------------------------
+
+    def _serve(self, batch: list[Pending]) -> None:
+        """Answer one batch; a failing backend answers it with error inferences, never stalls."""
+        with self._serving_lock:
+            serving = self.serving  # the version in force when the batch starts
+        answerable = []
+        try:
+            for item in batch:
+                ids = item.record["observation_event_ids"]
+                absent = [i for i in ids if self.images.get(i) is None]
+                if absent:
+                    error = f"observation {absent[0]} not available to the policy worker"
+                    self._emit(item, None, serving, error)
+                else:
+                    answerable.append((item, absent))
+            if not answerable:
+                return
+            requests = [
+                ChatRequest(resolve_images(json.loads(item.record["messages_json"]), self.images))
+                for item, _ in answerable
+            ]
+            generations = serving.backend.generate(requests)
+            for (item, _), generation in zip(answerable, generations, strict=True):
+                self._emit(item, generation, serving, None)
+        except Exception as exc:  # noqa: BLE001 - a backend failure must not stall the partition
+            log.exception("batch of %d failed", len(batch))
+            for item, _ in answerable:
+                self._emit(item, None, serving, f"backend error: {type(exc).__name__}: {exc}"[:500])
+
+    def _emit(
+        self,
+        item: Pending,
+        generation: Generation | None,
+        serving: ServingVersion,
+        error: str | None,
+    ) -> None:
+        record = item.record
+        raw = generation.text if generation else ""
+        parsed = parse_reply(raw) if generation else None
+        event = {
+            "event_id": f"{record['episode_id']}:{record['step']}:inference",
+            "episode_id": record["episode_id"],
+            "step": record["step"],
+            "ts": now_ms(),
+            "policy_version": serving.version,
+            "request_event_id": record["event_id"],
+            "raw_text": raw,
+            "thought": parsed.thought if parsed else None,
+            "action": parsed.action if isinstance(parsed, ParsedReply) else None,
+            "parse_error": error or (None if isinstance(parsed, ParsedReply) else parsed.reason),
+            "memory": parsed.memory if parsed else None,
+            "token_ids": generation.token_ids if generation else [],
+            "logprobs": generation.logprobs if generation else [],
+            "latency_ms": generation.latency_ms if generation else 0.0,
+            "backend": self.config.backend_name,
+            "model": generation.model if generation else "",
+        }
+        self.producer.produce(
+            self.settings.topic("inferences"),
+            record["episode_id"],
+            "inference",
+            event,
+            on_delivery=self._on_delivered(item.tp, item.offset),
+        )
+        self.stats["inferences"] += 1
+        if event["parse_error"]:
+            self.stats["parse_errors"] += 1
+
+    def _on_delivered(self, tp: tuple[str, int], offset: int):
+        def delivered(error: KafkaError | None, message: Message) -> None:
+            if error is not None:
+                self._fatal = RuntimeError(f"cannot write inference events: {error.str()}")
+                return
+            self._finished.put((tp, offset))
+
+        return delivered
+
+    def _store_finished(self, consumer: Consumer) -> None:
+        positions = {}
+        while True:
+            try:
+                tp, offset = self._finished.get_nowait()
+            except queue.Empty:
+                break
+            position = self.offsets.finished(tp, offset)
+            if position is not None:
+                positions[tp] = position
+        if positions:
+            try:
+                consumer.store_offsets(
+                    offsets=[TopicPartition(t, p, o) for (t, p), o in positions.items()]
+                )
+            except Exception as exc:  # noqa: BLE001 - a revoked partition: the next owner redoes it
+                log.info("offset store skipped: %s", exc)
+
+    # -- versions -------------------------------------------------------------------------------
+
+    def _follow_versions(self, stop: threading.Event) -> None:
+        """Read the compacted versions topic from the start; swap in newer verified versions."""
+        reader = Consumer(
+            {
+                "bootstrap.servers": self.settings.bootstrap_servers,
+                # A private reader: assigned, never committing, so every worker sees every version.
+                "group.id": f"{self.config.group_id}-versions-{self.config.client_id}",
+                "enable.auto.commit": False,
+            }
+        )
+        reader.assign([TopicPartition(self.settings.topic("policy.versions"), 0, OFFSET_BEGINNING)])
+        client = build_minio(self.settings)
+        weights_dir = self.settings.cache_dir / "weights"
+        try:
+            while not stop.is_set():
+                message = reader.poll(0.5)
+                if message is None or message.error():
+                    continue
+                try:
+                    event = self.catalog.decode(message.value(), "policy_version").record
+                except EventDecodeError as exc:
+                    log.warning("unreadable policy version record: %s", exc)
+                    continue
+                if event["policy_name"] != self.config.policy_name:
+                    continue
+                if event["policy_version"] <= self.serving.version:
+                    continue
+                try:
+                    path = fetch_weights(client, event, weights_dir)
+                    backend = self.backend_factory(path)
+                except WeightsRejected as exc:
+                    self.stats["versions_refused"] += 1
+                    log.error(
+                        "refused %s v%d, still serving v%d: %s",
+                        event["policy_name"],
+                        event["policy_version"],
+                        self.serving.version,
+                        exc,
+                    )
+                    continue
+                with self._serving_lock:
+                    self.serving = ServingVersion(backend, event["policy_version"])
+                log.info("now serving %s v%d", event["policy_name"], event["policy_version"])
+        finally:
+            reader.close()
