@@ -279,9 +279,12 @@ def worker_browser(
 @worker_app.command("policy")
 @user_errors
 def worker_policy(
-    backend: Annotated[str, typer.Option(help="local (transformers) or openai (HTTP)")] = "local",
+    backend: Annotated[
+        str, typer.Option(help="local (transformers), openai (HTTP), vllm (GPU) or scripted")
+    ] = "local",
     model: Annotated[
-        str, typer.Option(help="checkpoint directory (local) or served model name (openai)")
+        str,
+        typer.Option(help="checkpoint directory or model id (local, vllm); served name (openai)"),
     ] = "",
     base_url: Annotated[
         str | None, typer.Option(help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
@@ -290,22 +293,29 @@ def worker_policy(
     batch_size: Annotated[int, typer.Option(min=1, help="requests per backend call")] = 8,
     max_new_tokens: Annotated[int, typer.Option(min=1, help="reply length limit")] = 512,
     device: Annotated[str, typer.Option(help="local backend device: cpu, cuda")] = "cpu",
+    error_rate: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="scripted: share of steps that go wrong")
+    ] = 0.0,
+    sites_count: Annotated[int, typer.Option(help="scripted: practice-web sites it knows")] = 50,
+    sites_seed: Annotated[int, typer.Option(help="scripted: practice-web seed")] = 0,
     group: Annotated[str, typer.Option(help="consumer group; one per fleet")] = "webgym-policy",
 ) -> None:
     """Serve inference requests (webgym.ops.infer) with a model and emit inference events.
 
     Every reply is parsed strictly (Thought / Action / <tool_call> / Memory). New versions on
     webgym.policy.versions are fetched from MinIO, verified by sha256 and swapped in between
-    batches. Build a tiny test model with `webgym model tiny DIR`.
+    batches. Build a tiny test model with `webgym model tiny DIR`; `--backend scripted` solves
+    practice-web tasks from their ground truth.
     """
-    from agents.policy.main import backend_factory, run_policy_worker
+    from agents.policy.main import BackendOptions, backend_factory, run_policy_worker
     from agents.policy.worker import PolicyWorkerConfig
 
-    if not model:
-        raise SettingsError("--model is required: a checkpoint directory or a served model name")
     settings = _settings()
+    options = BackendOptions(
+        backend, model, base_url, max_new_tokens, device, error_rate, sites_count, sites_seed
+    )
     try:
-        factory = backend_factory(backend, model, base_url, max_new_tokens, device)
+        factory = backend_factory(options)
     except ValueError as exc:
         raise SettingsError(str(exc)) from exc
     config = PolicyWorkerConfig(

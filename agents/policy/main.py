@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
@@ -15,13 +16,41 @@ from rich.console import Console
 from agents.policy.worker import BackendFactory, PolicyWorker, PolicyWorkerConfig
 from infra.settings import Settings
 
-BACKENDS = ("local", "openai")
+BACKENDS = ("local", "openai", "vllm", "scripted")
 
 
-def backend_factory(
-    backend: str, model: str, base_url: str | None, max_new_tokens: int, device: str
-) -> BackendFactory:
+@dataclass(frozen=True)
+class BackendOptions:
+    backend: str
+    model: str = ""
+    base_url: str | None = None
+    max_new_tokens: int = 512
+    device: str = "cpu"
+    error_rate: float = 0.0  # scripted
+    sites_count: int = 50  # scripted: the practice web whose tasks it knows
+    sites_seed: int = 0
+
+
+def backend_factory(options: BackendOptions) -> BackendFactory:
     """How to build the backend for the base model (None) or a published version's weights."""
+    backend, model = options.backend, options.model
+    base_url, max_new_tokens, device = options.base_url, options.max_new_tokens, options.device
+    if backend == "scripted":
+        from agents.policy.backends.scripted import ScriptedBackend
+        from sites import generate_sites
+        from sites.tasks import generate_tasks
+
+        sites = generate_sites(seed=options.sites_seed, count=options.sites_count)
+        tasks = {t["task_id"]: t for t in generate_tasks(sites, seed=options.sites_seed)}
+        scripted = ScriptedBackend(tasks, options.error_rate, options.sites_seed)
+        return lambda weights: scripted
+    if not model:
+        raise ValueError("--model is required: a checkpoint directory or a served model name")
+    if backend == "vllm":
+        from agents.policy.backends.vllm_inprocess import VLLMBackend
+
+        engine = VLLMBackend(model, max_new_tokens=max_new_tokens)
+        return engine.with_weights
     if backend == "local":
         from agents.policy.backends.local import LocalBackend
 

@@ -244,7 +244,10 @@ class PolicyWorker:
             if not answerable:
                 return
             requests = [
-                ChatRequest(resolve_images(json.loads(item.record["messages_json"]), self.images))
+                ChatRequest(
+                    resolve_images(json.loads(item.record["messages_json"]), self.images),
+                    {key: item.record[key] for key in ("task_id", "episode_id", "step")},
+                )
                 for item, _ in answerable
             ]
             generations = serving.backend.generate(requests)

@@ -23,11 +23,14 @@ from PIL import Image
 from agents.policy.backends.local import LocalBackend
 from agents.policy.backends.openai_http import OpenAIBackend
 from agents.policy.context import Current, build_context
+from agents.policy.main import BackendOptions, backend_factory
 from agents.policy.tiny_model import build_tiny_vl_model
 from agents.policy.worker import PolicyWorker, PolicyWorkerConfig
 from infra.objects import build_minio, put_bytes
 from infra.producer import now_ms
 from infra.weights import publish_weights, version_prefix
+from sites import generate_sites
+from sites.tasks import generate_tasks
 from tests.integration.helpers import drain
 
 
@@ -63,7 +66,7 @@ def running(worker: PolicyWorker):
     assert not errors, errors
 
 
-def _ask(settings, producer, episode_id: str, step: int = 1) -> str:
+def _ask(settings, producer, episode_id: str, step: int = 1, task_id: str = "task-1") -> str:
     """An observation and the inference request that refers to it, as the orchestrator sends."""
     observation_id = f"{episode_id}:{step - 1}:observation"
     producer.produce(
@@ -97,7 +100,7 @@ def _ask(settings, producer, episode_id: str, step: int = 1) -> str:
             "episode_id": episode_id,
             "step": step,
             "ts": now_ms(),
-            "task_id": "task-1",
+            "task_id": task_id,
             "messages_json": json.dumps(context.messages),
             "observation_event_ids": context.observation_event_ids,
         },
@@ -228,3 +231,17 @@ def test_openai_compatible_backend_serves_requests_from_kafka(
         assert event["raw_text"]  # the model's real (random) reply, through HTTP
         assert event["latency_ms"] > 0
         assert (event["action"] is None) == (event["parse_error"] is not None)
+
+
+def test_scripted_policy_serves_ground_truth_actions(settings, producer, make_consumer):
+    factory = backend_factory(BackendOptions("scripted", sites_count=2))
+    task = generate_tasks(generate_sites(count=2))[0]
+    episode = f"scr-{uuid.uuid4().hex[:8]}"
+    with running(_worker(settings, factory, "scripted")):
+        _ask(settings, producer, episode, task_id=task["task_id"])
+        event = _inferences(settings, make_consumer, [episode])[episode]
+    assert event["parse_error"] is None
+    first_page = json.loads(task["extra_json"])["solution_urls"][0]
+    assert event["action"]["kind"] == "navigate"
+    assert event["action"]["url"].endswith(first_page)
+    assert event["memory"].startswith("opened 0 of")

@@ -7,7 +7,7 @@ depend on which one produced a reply.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -20,6 +20,8 @@ class ChatRequest:
     """
 
     messages: list[dict[str, Any]]
+    # What the request is about (task_id, episode_id, step): only scripted policies read it.
+    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
