@@ -9,7 +9,6 @@ Run: `.venv/bin/python -m bench.policy_worker`.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import tempfile
 import threading
@@ -17,19 +16,18 @@ import time
 import uuid
 from pathlib import Path
 
-from PIL import Image
 from rich.console import Console
 
 from agents.policy.backends.local import LocalBackend
-from agents.policy.context import Current, build_context
 from agents.policy.tiny_model import build_tiny_vl_model
 from agents.policy.worker import PolicyWorker, PolicyWorkerConfig
 from bench.browser_fleet import percentiles
 from infra.consumer import EventConsumer, build_consumer
 from infra.dead_letters import DeadLetterRouter
-from infra.producer import EventProducer, now_ms
+from infra.producer import EventProducer
 from infra.settings import Settings
 from infra.topic_admin import create_topics, delete_topics
+from tests.integration.policy_requests import ask, jpeg
 
 RESULTS = Path(__file__).parent / "results" / "policy_worker.json"
 
@@ -42,9 +40,7 @@ def main() -> None:
     args = parser.parse_args()
     settings = Settings().model_copy(update={"topic_prefix": f"bench-{uuid.uuid4().hex[:8]}"})
     create_topics(settings)
-    buffer = io.BytesIO()
-    Image.new("RGB", (1280, 768), (40, 120, 200)).save(buffer, "JPEG", quality=80)
-    screenshot = buffer.getvalue()
+    screenshot = jpeg((40, 120, 200))
     with tempfile.TemporaryDirectory() as scratch:
         model = build_tiny_vl_model(Path(scratch) / "tiny")
         config = PolicyWorkerConfig(
@@ -66,49 +62,13 @@ def main() -> None:
         consumer.subscribe([settings.topic("inferences")])
         sent: dict[str, float] = {}
 
-        def ask(episode: str, step: int) -> None:
-            observation_id = f"{episode}:{step - 1}:observation"
-            producer.produce(
-                settings.topic("observations"),
-                episode,
-                "observation",
-                {
-                    "event_id": observation_id,
-                    "episode_id": episode,
-                    "step": step - 1,
-                    "ts": now_ms(),
-                    "screenshot": screenshot,
-                    "width": 1280,
-                    "height": 768,
-                    "url": "http://a.webgym.test/",
-                    "title": "Home",
-                },
-            )
-            context = build_context(
-                "Find the price of the blue kettle.",
-                [],
-                Current(step, observation_id, "Home", "http://a.webgym.test/"),
-            )
-            producer.produce(
-                settings.topic("ops.infer"),
-                episode,
-                "infer_request",
-                {
-                    "event_id": f"{episode}:{step}:infer",
-                    "episode_id": episode,
-                    "step": step,
-                    "ts": now_ms(),
-                    "task_id": "bench",
-                    "messages_json": json.dumps(context.messages),
-                    "observation_event_ids": context.observation_event_ids,
-                },
-            )
-            producer.flush()
+        def send(episode: str, step: int) -> None:
+            ask(settings, producer, episode, step, task_id="bench", screenshot=screenshot)
             sent[f"{episode}:{step}"] = time.monotonic()
 
         episodes = [f"bench-{i}" for i in range(args.in_flight)]
         for episode in episodes:
-            ask(episode, 1)
+            send(episode, 1)
         warm_until = time.monotonic() + 10  # model load and first batches are not measured
         stop_at = warm_until + args.seconds
         latencies, model_latencies, count = [], [], 0
@@ -122,7 +82,7 @@ def main() -> None:
                 count += 1
                 latencies.append((now - sent[f"{record['episode_id']}:{record['step']}"]) * 1000)
                 model_latencies.append(record["latency_ms"])
-            ask(record["episode_id"], record["step"] + 1)
+            send(record["episode_id"], record["step"] + 1)
         stop.set()
         thread.join(timeout=60)
         consumer.close()

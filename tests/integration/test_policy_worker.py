@@ -3,7 +3,6 @@ hot-reloaded versions."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import shutil
@@ -18,31 +17,23 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from PIL import Image
 
 from agents.policy.backends.local import LocalBackend
 from agents.policy.backends.openai_http import OpenAIBackend
-from agents.policy.context import Current, build_context
 from agents.policy.main import BackendOptions, backend_factory
 from agents.policy.tiny_model import build_tiny_vl_model
 from agents.policy.worker import PolicyWorker, PolicyWorkerConfig
 from infra.objects import build_minio, put_bytes
-from infra.producer import now_ms
 from infra.weights import publish_weights, version_prefix
 from sites import generate_sites
 from sites.tasks import generate_tasks
 from tests.integration.helpers import drain
+from tests.integration.policy_requests import ask
 
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory) -> Path:
     return build_tiny_vl_model(tmp_path_factory.mktemp("models") / "tiny-qwen-vl")
-
-
-def _screenshot(colour: tuple[int, int, int]) -> bytes:
-    buffer = io.BytesIO()
-    Image.new("RGB", (1280, 768), colour).save(buffer, "JPEG", quality=80)
-    return buffer.getvalue()
 
 
 @contextmanager
@@ -64,49 +55,6 @@ def running(worker: PolicyWorker):
         stop.set()
         thread.join(timeout=60)
     assert not errors, errors
-
-
-def _ask(settings, producer, episode_id: str, step: int = 1, task_id: str = "task-1") -> str:
-    """An observation and the inference request that refers to it, as the orchestrator sends."""
-    observation_id = f"{episode_id}:{step - 1}:observation"
-    producer.produce(
-        settings.topic("observations"),
-        episode_id,
-        "observation",
-        {
-            "event_id": observation_id,
-            "episode_id": episode_id,
-            "step": step - 1,
-            "ts": now_ms(),
-            "screenshot": _screenshot((30, 90 + step, 200)),
-            "width": 1280,
-            "height": 768,
-            "url": "http://a.webgym.test/",
-            "title": "Home",
-        },
-    )
-    context = build_context(
-        "Find the price of the blue kettle.",
-        [],
-        Current(step, observation_id, "Home", "http://a.webgym.test/"),
-    )
-    request_id = f"{episode_id}:{step}:infer"
-    producer.produce(
-        settings.topic("ops.infer"),
-        episode_id,
-        "infer_request",
-        {
-            "event_id": request_id,
-            "episode_id": episode_id,
-            "step": step,
-            "ts": now_ms(),
-            "task_id": task_id,
-            "messages_json": json.dumps(context.messages),
-            "observation_event_ids": context.observation_event_ids,
-        },
-    )
-    producer.flush()
-    return request_id
 
 
 def _worker(settings, factory, backend_name: str, policy_name: str = "default") -> PolicyWorker:
@@ -133,7 +81,7 @@ def test_local_tiny_model_serves_requests_from_kafka(settings, producer, make_co
     factory = lambda weights: LocalBackend(weights or tiny_model, max_new_tokens=8)  # noqa: E731
     episodes = [f"pol-{uuid.uuid4().hex[:8]}" for _ in range(3)]
     with running(_worker(settings, factory, "local")):
-        requests = {episode: _ask(settings, producer, episode) for episode in episodes}
+        requests = {episode: ask(settings, producer, episode) for episode in episodes}
         inferences = _inferences(settings, make_consumer, episodes)
     assert set(inferences) == set(episodes)
     for episode, event in inferences.items():
@@ -161,7 +109,7 @@ def test_a_new_version_is_served_and_a_bad_checksum_refused(
             assert time.monotonic() < deadline, "version 1 was never picked up"
             time.sleep(0.2)
         first = f"ver-{uuid.uuid4().hex[:8]}"
-        _ask(settings, producer, first)
+        ask(settings, producer, first)
         assert _inferences(settings, make_consumer, [first])[first]["policy_version"] == 1
 
         publish_weights(client, settings, producer, name, 2, version_one, "tiny-qwen-vl")
@@ -179,7 +127,7 @@ def test_a_new_version_is_served_and_a_bad_checksum_refused(
             )
             time.sleep(0.2)
         second = f"ver-{uuid.uuid4().hex[:8]}"
-        _ask(settings, producer, second)
+        ask(settings, producer, second)
         assert _inferences(settings, make_consumer, [second])[second]["policy_version"] == 1
         assert worker.serving.version == 1
 
@@ -223,7 +171,7 @@ def test_openai_compatible_backend_serves_requests_from_kafka(
     episodes = [f"oai-{uuid.uuid4().hex[:8]}" for _ in range(2)]
     with running(_worker(settings, lambda weights: backend, "openai")):
         for episode in episodes:
-            _ask(settings, producer, episode)
+            ask(settings, producer, episode)
         inferences = _inferences(settings, make_consumer, episodes)
     assert set(inferences) == set(episodes)
     for event in inferences.values():
@@ -238,7 +186,7 @@ def test_scripted_policy_serves_ground_truth_actions(settings, producer, make_co
     task = generate_tasks(generate_sites(count=2))[0]
     episode = f"scr-{uuid.uuid4().hex[:8]}"
     with running(_worker(settings, factory, "scripted")):
-        _ask(settings, producer, episode, task_id=task["task_id"])
+        ask(settings, producer, episode, task_id=task["task_id"])
         event = _inferences(settings, make_consumer, [episode])[episode]
     assert event["parse_error"] is None
     first_page = json.loads(task["extra_json"])["solution_urls"][0]
