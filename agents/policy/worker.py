@@ -158,7 +158,10 @@ class PolicyWorker:
             **{"auto.commit.interval.ms": 500, "session.timeout.ms": 10_000},
         )
         consumer.subscribe(list(self.topics), on_assign=self._on_assign)
-        follower = threading.Thread(target=self._follow_versions, args=(stop,), daemon=True)
+        follower_stop = threading.Event()
+        follower = threading.Thread(
+            target=self._follow_versions, args=(follower_stop,), daemon=True
+        )
         follower.start()
         pending: list[Pending] = []
         in_flight: list[Any] = []
@@ -181,6 +184,8 @@ class PolicyWorker:
                 self.producer.flush(30)
                 self._store_finished(consumer)
                 consumer.close()
+                follower_stop.set()
+                follower.join(timeout=5)
         if self._fatal is not None:
             raise self._fatal
 
