@@ -30,6 +30,7 @@ from agents.browser.page_script import INIT_SCRIPT, MARKS, PAGE_STATE, REMOVE_OV
 from agents.browser.url_policy import UrlPolicy
 
 SCREENSHOT_TIMEOUT_MS = 15_000
+SCREENSHOT_ATTEMPTS = 3
 
 
 class EpisodeFailure(Exception):
@@ -209,7 +210,18 @@ class EpisodeSession:
         options: dict[str, Any] = {"type": screenshot_format, "timeout": SCREENSHOT_TIMEOUT_MS}
         if screenshot_format == "jpeg":
             options["quality"] = self.jpeg_quality
-        image = await self.page.screenshot(**options)
+        for attempt in range(SCREENSHOT_ATTEMPTS):
+            try:
+                image = await self.page.screenshot(**options)
+                break
+            except PlaywrightError as exc:
+                # Chromium refuses a capture now and then under load; retry only that error.
+                if (
+                    "Unable to capture screenshot" not in str(exc)
+                    or attempt + 1 == SCREENSHOT_ATTEMPTS
+                ):
+                    raise
+                await asyncio.sleep(0.2 * (attempt + 1))
         timings["screenshot"] = (time.perf_counter() - started) * 1000
         if set_of_marks:
             await self.page.evaluate(REMOVE_OVERLAY)

@@ -101,6 +101,14 @@ def fetch_jars(settings: Settings) -> Path:
     return target
 
 
+def new_cluster_id() -> str:
+    """A random base64url UUID, as Kafka's own tool makes them (never starting with '-')."""
+    while True:
+        cluster_id = urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 def _java() -> str:
     java = shutil.which("java")
     if java is None:
@@ -195,7 +203,7 @@ class LocalKafka:
     def _format(self, java: str, classpath: str, properties: Path) -> None:
         cluster_file = self.home / "cluster.id"
         if not cluster_file.exists():
-            cluster_file.write_text(urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))
+            cluster_file.write_text(new_cluster_id())
         result = subprocess.run(
             [
                 java,
@@ -204,8 +212,8 @@ class LocalKafka:
                 "kafka.tools.StorageTool",
                 "format",
                 "--ignore-formatted",
-                "-t",
-                cluster_file.read_text().strip(),
+                # One token: an id may start with '-', which a separate argument would make a flag.
+                f"--cluster-id={cluster_file.read_text().strip()}",
                 "-c",
                 str(properties),
             ],

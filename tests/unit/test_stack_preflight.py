@@ -32,3 +32,16 @@ def test_missing_go_when_minio_is_not_built(bare_path, tmp_path):
     minio = LocalMinio(Settings(state_dir=tmp_path, cache_dir=tmp_path / "cache"))
     with pytest.raises(StackError, match="Go is not installed"):
         minio.preflight()
+
+
+def test_cluster_ids_never_start_with_a_dash(monkeypatch):
+    import uuid as uuid_module
+
+    from infra.stack import kafka
+
+    # Bytes whose base64url form starts with '-' (0xfb...), then ordinary ones.
+    draws = iter([uuid_module.UUID(bytes=b"\xfb" + b"\x00" * 15), uuid_module.UUID(int=1)])
+    monkeypatch.setattr(kafka.uuid, "uuid4", lambda: next(draws))
+    cluster_id = kafka.new_cluster_id()
+    assert not cluster_id.startswith("-")
+    assert len(cluster_id) == 22
