@@ -136,7 +136,7 @@ def pipeline_loop(
         build_consumer(settings, group_id=f"bench-{uuid.uuid4().hex[:8]}", client_id="bench"),
         DeadLetterRouter(settings, producer),
     )
-    consumer.subscribe([settings.topic("observations"), settings.topic("episodes")])
+    consumer.subscribe([settings.topic("observations")])
     episodes = [f"bench-{i}-{uuid.uuid4().hex[:6]}" for i in range(len(urls))]
     sent: dict[tuple[str, int], float] = {}
     step_of = {episode: 0 for episode in episodes}
@@ -144,7 +144,7 @@ def pipeline_loop(
     url_of = dict(zip(episodes, urls, strict=True))
     latency: dict[str, list[float]] = {"navigate": [], "act": []}
     worker_timings: dict[str, list[float]] = {}
-    aborted = []
+    failures = []  # failure observations: the browser could not serve an episode
 
     def send(episode: str, step: int, url: str | None = None) -> None:
         record = {
@@ -180,9 +180,9 @@ def pipeline_loop(
             if event is None:
                 continue
             record = event.record
-            if event.event_type == "episode":
-                if record["kind"] == "aborted" and record["episode_id"] in step_of:
-                    aborted.append(record)
+            if record["failure"] is not None:  # no screenshot, and the episode cannot go on
+                if record["episode_id"] in step_of:
+                    failures.append(record)
                 continue
             episode, step = record["episode_id"], record["step"]
             if episode not in step_of or step != step_of[episode]:
@@ -211,7 +211,7 @@ def pipeline_loop(
         "cycles": cycles,
         "latency_ms": latency,
         "worker_timings_ms": worker_timings,
-        "aborted": len(aborted),
+        "failures": len(failures),
     }
 
 

@@ -41,7 +41,7 @@ async def serve(settings: Settings, config: BrowserWorkerConfig, console: Consol
             last = time.monotonic()
             console.print(
                 f"episodes held {len(worker.held)}, observations {worker.stats['observations']}, "
-                f"aborted {worker.stats['aborted']}, dead letters {worker.stats['dead_letters']}"
+                f"failures {worker.stats['failures']}, dead letters {worker.stats['dead_letters']}"
             )
     await serving  # re-raises a fatal error
 

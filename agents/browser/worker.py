@@ -1,19 +1,35 @@
 """The browser worker: browser operation events in, observation events out.
 
-Delivery guarantee: at least once. The worker is one member of the ``webgym-browser`` consumer
-group over ``ops.navigate``, ``ops.act`` and ``episodes``; the range assignor gives a member the
-same partition numbers of every topic, so every operation of an episode reaches the worker that
-holds its browser context. An input offset is committed only after the observation (or aborted
-event) it produced was acknowledged by the broker; records of different episodes finish in any
-order and the committed position never passes one still in flight.
+Delivery guarantee: at least once; observations have the deterministic id
+``<episode_id>:<step>:observation`` and consumers are idempotent on it. The worker is one member
+of the ``webgym-browser`` consumer group over ``ops.navigate``, ``ops.act`` and ``episodes``; the
+range assignor gives a member the same partition numbers of every topic, so every operation of an
+episode reaches the worker that holds its browser context. An input offset is committed only after
+the observation it produced (a failure observation included) was acknowledged by the broker;
+records of different episodes finish in any order and the committed position never passes one
+still in flight.
 
 Each operation type has its own concurrency budget, so slow navigations never hold up actions of
-other episodes; the operations of one episode run one at a time, in order. A hang, a crash or a
-dead browser aborts that episode (``episodes`` event, kind ``aborted``, with the reason) and
-closes its context; the worker keeps serving. When partitions are revoked, the episodes on them
-are aborted with reason ``rebalanced`` before the new owner can see their next operation; an
-operation for an episode this worker does not hold aborts it (its browser state is gone).
-Aborted events have the deterministic id ``<episode_id>:aborted``.
+other episodes; the operations of one episode run one at a time, in order. A browser that cannot
+serve an episode (a hang, a crash, a dead browser) is reported as data, not as an end: a failure
+observation (``failure`` set to the reason, no screenshot) and the episode's context closed; the
+worker keeps serving. The orchestrator is the one writer of terminal ``episodes`` events: it
+aborts the episode on the failure observation, and this worker reads ``episodes`` only to close
+the context of an episode that finished or was aborted. Each worker reports at most one failure
+per episode and then ignores the episode's late operations.
+
+Which step a failure observation carries, so that it takes the place of the observation the
+episode is waiting for (and is never dropped as a duplicate of one already delivered):
+
+- an operation that failed (hang, crash, no context, unexpected error): that operation's step;
+- an operation for an episode this worker does not hold (its browser state is gone, after a
+  worker restart or moved partitions): that operation's step, reason ``browser context lost``;
+- partitions revoked or lost (another member joined, or this worker is stopping): the episodes
+  held on them fail with reason ``rebalanced`` (or ``partition lost``) at the step of their
+  operation in progress, or at ``held.step + 1`` (the next step) when none was in progress. The
+  partition's next owner gets that operation (redelivered: its offset was not committed) or the
+  next one, does not hold the episode and, unless the orchestrator's aborted event reached it
+  first, reports ``browser context lost`` under the same event id, which idempotent consumers drop.
 """
 
 from __future__ import annotations
@@ -48,8 +64,8 @@ log = logging.getLogger(__name__)
 
 GROUP_ID = "webgym-browser"
 TERMINAL_MEMORY = 100_000  # episode ids remembered as over, to ignore their late operations
-# An operation for an episode we do not hold may have raced the previous owner's aborted event
-# (another topic, so no order between them): wait this long for it before aborting ourselves.
+# An operation for an episode we do not hold may have raced the orchestrator's aborted event
+# (another topic, so no order between them): wait this long for it before reporting a failure.
 UNKNOWN_EPISODE_GRACE_S = 2.0
 EXPECTED_TYPES = {"navigate": "navigate_op", "act": "act_op", "episodes": "episode"}
 
@@ -81,9 +97,10 @@ class BrowserWorkerConfig:
 class HeldEpisode:
     session: EpisodeSession
     browser: PooledBrowser
-    task_id: str
     partition: int
-    step: int = 0
+    step: int = 0  # of the last operation answered with an observation
+    in_progress: int | None = None  # step of the operation being served, until it is answered
+    url: str = ""  # as the last observation showed it
 
 
 @dataclass(frozen=True)
@@ -111,7 +128,7 @@ class BrowserWorker:
         self.held: dict[str, HeldEpisode] = {}
         self.terminal: OrderedDict[str, None] = OrderedDict()
         self.offsets = OffsetTracker()
-        self.stats = {"observations": 0, "aborted": 0, "dead_letters": 0}
+        self.stats = {"observations": 0, "failures": 0, "dead_letters": 0}
         self._queues: dict[str, asyncio.Queue[Operation]] = {}
         self._runners: dict[str, asyncio.Task] = {}
         self._queue_partition: dict[str, int] = {}
@@ -123,7 +140,7 @@ class BrowserWorker:
     # -- lifecycle ----------------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event, ready: asyncio.Event | None = None) -> None:
-        """Serve until ``stop`` is set; then leave the group cleanly (its episodes are aborted)."""
+        """Serve until ``stop`` is set; then leave the group cleanly (its episodes fail)."""
         self.loop = asyncio.get_running_loop()
         self.budgets = {
             "navigate": asyncio.Semaphore(self.config.navigate_concurrency),
@@ -170,7 +187,7 @@ class BrowserWorker:
             finally:
                 stopped.cancel()
                 threads_stop.set()
-                await asyncio.to_thread(poller.join)  # leaves the group: held episodes aborted
+                await asyncio.to_thread(poller.join)  # leaves the group: held episodes fail
                 runners = list(self._runners.values())
                 for runner in runners:
                     runner.cancel()
@@ -200,7 +217,7 @@ class BrowserWorker:
         finally:
             self._store_finished()
             try:
-                self.consumer.close()  # leaves the group: on_revoke aborts what we hold
+                self.consumer.close()  # leaves the group: on_revoke fails what we hold
             except KafkaException as exc:
                 log.warning("consumer close: %s", exc)
 
@@ -238,9 +255,7 @@ class BrowserWorker:
 
     def _release(self, partitions: list[TopicPartition], reason: str) -> None:
         numbers = {tp.partition for tp in partitions}
-        future = asyncio.run_coroutine_threadsafe(
-            self._abort_partitions(numbers, reason), self.loop
-        )
+        future = asyncio.run_coroutine_threadsafe(self._fail_partitions(numbers, reason), self.loop)
         try:
             future.result(timeout=60)
         except Exception as exc:  # noqa: BLE001 - a revoke must complete whatever happened
@@ -262,6 +277,8 @@ class BrowserWorker:
             self._dead_letter(message, exc, tp, offset)
             return
         if kind == "episodes":
+            # Terminal events come from the orchestrator (an aborted one often answers our own
+            # failure observation): the episode is over here too, its context can go.
             if record["kind"] in ("finished", "aborted"):
                 await self._forget_episode(record["episode_id"])
             self._finished(tp, offset)
@@ -287,7 +304,7 @@ class BrowserWorker:
     async def _run_episode(self, episode_id: str, queue: asyncio.Queue[Operation]) -> None:
         """Serve one episode's operations in order; exits when its queue drains.
 
-        A bug or an unexpected error in one operation aborts that episode, never the worker.
+        A bug or an unexpected error in one operation fails that episode, never the worker.
         """
         try:
             while True:
@@ -299,10 +316,9 @@ class BrowserWorker:
                     await self._serve(operation)
                 except Exception as exc:  # noqa: BLE001 - contained to this episode
                     log.exception("episode %s: unexpected error", episode_id)
-                    await self._abort(
+                    await self._fail(
                         episode_id,
                         operation.record.get("step", 0),
-                        operation.record.get("task_id", ""),
                         f"browser worker error: {type(exc).__name__}: {exc}"[:500],
                         operation,
                     )
@@ -320,10 +336,9 @@ class BrowserWorker:
             await asyncio.sleep(UNKNOWN_EPISODE_GRACE_S)
             held = self.held.get(episode_id)
             if held is None and episode_id not in self.terminal:
-                await self._abort(
+                await self._fail(
                     episode_id,
                     record["step"],
-                    "",
                     "browser context lost: this worker does not hold the episode "
                     "(a worker restarted or partitions moved)",
                     operation,
@@ -332,6 +347,8 @@ class BrowserWorker:
         if episode_id in self.terminal:
             self._finished(operation.tp, operation.offset)  # late operation of an ended episode
             return
+        if held is not None:
+            held.in_progress = record["step"]
         timings = {"transit": float(max(0, operation.received_ms - record["ts"]))}
         # Every browser call has its own timeout; this bounds a page that stops answering at all.
         limit_s = record["timeout_ms"] / 1000 + SCREENSHOT_TIMEOUT_MS / 1000 + 10
@@ -348,10 +365,10 @@ class BrowserWorker:
                 except TimeoutError as exc:
                     raise EpisodeFailure(f"page stopped answering for {limit_s:.0f} s") from exc
         except EpisodeFailure as failure:
-            task_id = held.task_id if held else record.get("task_id", "")
-            await self._abort(episode_id, record["step"], task_id, failure.reason, operation)
+            timings["total"] = (time.monotonic() - operation.received) * 1000
+            await self._fail(episode_id, record["step"], failure.reason, operation, timings)
             return
-        held.step = record["step"]
+        held.step, held.in_progress, held.url = record["step"], None, snapshot.url
         timings.update(snapshot.timings_ms)
         timings["total"] = (time.monotonic() - operation.received) * 1000
         self._emit_observation(record, snapshot, error, timings, operation)
@@ -398,7 +415,7 @@ class BrowserWorker:
             await session.close()
             await self.pool.release(pooled)
             raise EpisodeFailure("episode ended while its browser context was opening")
-        held = HeldEpisode(session, pooled, record.get("task_id", ""), partition)
+        held = HeldEpisode(session, pooled, partition, in_progress=record["step"])
         self.held[record["episode_id"]] = held
         return held
 
@@ -424,6 +441,7 @@ class BrowserWorker:
             "action_error": error,
             "set_of_marks": snapshot.marks,
             "timings_ms": timings,
+            "failure": None,
         }
         self.producer.produce(
             self.settings.topic("observations"),
@@ -434,32 +452,48 @@ class BrowserWorker:
         )
         self.stats["observations"] += 1
 
-    async def _abort(
-        self, episode_id: str, step: int, task_id: str, reason: str, operation: Operation | None
+    async def _fail(
+        self,
+        episode_id: str,
+        step: int,
+        reason: str,
+        operation: Operation | None,
+        timings: dict[str, float] | None = None,
     ) -> None:
-        """Emit the episode's one aborted event and close its context."""
+        """Emit the episode's one failure observation (at ``step``) and close its context.
+
+        The failure observation is acknowledged before ``operation``'s offset may be committed;
+        an episode already over here only finishes ``operation``.
+        """
         if episode_id not in self.terminal:
             held = self.held.get(episode_id)
-            event = {
-                "event_id": f"{episode_id}:aborted",
+            observation = {
+                "event_id": f"{episode_id}:{step}:observation",
                 "episode_id": episode_id,
-                "step": held.step if held else step,
+                "step": step,
                 "ts": now_ms(),
-                "kind": "aborted",
-                "task_id": task_id or (held.task_id if held else ""),
-                "reason": reason,
+                "screenshot": b"",
+                "screenshot_format": "jpeg",
+                "width": 0,
+                "height": 0,
+                "url": held.url if held else "",
+                "title": "",
+                "action_error": None,
+                "set_of_marks": None,
+                "timings_ms": timings or {},
+                "failure": reason,
             }
             self.producer.produce(
-                self.settings.topic("episodes"),
+                self.settings.topic("observations"),
                 episode_id,
-                "episode",
-                event,
+                "observation",
+                observation,
                 on_delivery=(
                     self._delivery_callback(operation.tp, operation.offset) if operation else None
                 ),
             )
-            self.stats["aborted"] += 1
-            log.info("episode %s aborted: %s", episode_id, reason)
+            self.stats["failures"] += 1
+            log.info("episode %s failed at step %d: %s", episode_id, step, reason)
         elif operation is not None:
             self._finished(operation.tp, operation.offset)
         await self._forget_episode(episode_id)
@@ -473,11 +507,13 @@ class BrowserWorker:
             await held.session.close()
             await self.pool.release(held.browser)
 
-    async def _abort_partitions(self, partitions: set[int], reason: str) -> None:
-        """Stop everything on ``partitions``; abort the episodes whose browser we held.
+    async def _fail_partitions(self, partitions: set[int], reason: str) -> None:
+        """Stop everything on ``partitions``; fail the episodes whose browser we held.
 
-        Operations not yet started are simply dropped: their offsets are not committed, so the
-        partition's next owner serves them.
+        Operations not yet answered are simply dropped: their offsets are not committed, so the
+        partition's next owner gets them. Each held episode fails at the step of its operation in
+        progress, else at the next step (``held.step + 1``): the step of the observation it now
+        waits for, never one already delivered. Returns once they are flushed (30 s at most).
         """
         cancelled = []
         for episode_id, partition in list(self._queue_partition.items()):
@@ -491,7 +527,8 @@ class BrowserWorker:
         await asyncio.gather(*cancelled, return_exceptions=True)
         for episode_id, held in list(self.held.items()):
             if held.partition in partitions:
-                await self._abort(episode_id, held.step, held.task_id, reason, None)
+                step = held.step + 1 if held.in_progress is None else held.in_progress
+                await self._fail(episode_id, step, reason, None)
         await asyncio.to_thread(self.producer.flush, 30)
 
     def _delivery_callback(self, tp: tuple[str, int], offset: int):

@@ -209,7 +209,8 @@ class PolicyWorker:
             self.dead_letters.route_nowait(message, exc, on_delivery=self._on_delivered(tp, offset))
             return
         if kind == "observations":
-            self.images.put(record["event_id"], record["screenshot"])
+            if record.get("failure") is None:  # a failure observation has no screenshot
+                self.images.put(record["event_id"], record["screenshot"])
             self._finished.put((tp, offset))
         else:
             pending.append(Pending(record, tp, offset, time.monotonic()))

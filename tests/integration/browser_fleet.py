@@ -74,13 +74,20 @@ class WorkerProcess:
 
 @dataclass
 class Episodes:
-    """Produces operations and collects what comes back, per episode."""
+    """Produces operations and collects what comes back, per episode.
+
+    ``observations`` holds what the browser showed, by step; ``failures`` every failure
+    observation (``failure`` set: the browser could not serve the episode) in arrival order,
+    duplicates included, so tests can count them; ``episode_events`` every ``episodes`` event
+    (browser workers write none: the orchestrator is their one writer).
+    """
 
     settings: Settings
     producer: EventProducer
     results: EventConsumer
     observations: dict[str, dict[int, dict[str, Any]]] = field(default_factory=dict)
-    aborted: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    failures: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    episode_events: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def navigate(self, episode_id: str, url: str, timeout_ms: int = 15_000, **fields: Any) -> None:
         record = {
@@ -118,16 +125,24 @@ class Episodes:
         while not until(self):
             if time.monotonic() > deadline:
                 raise AssertionError(
-                    f"timed out; observations {_summary(self.observations)}, aborted {self.aborted}"
+                    f"timed out; observations {_summary(self.observations)}, "
+                    f"failures {_failures(self.failures)}"
                 )
             event: ConsumedEvent | None = self.results.poll(0.5)
             if event is None:
                 continue
             record = event.record
-            if event.event_type == "observation":
+            if event.event_type == "episode":
+                self.episode_events.setdefault(record["episode_id"], []).append(record)
+            elif record["failure"] is not None:
+                self.failures.setdefault(record["episode_id"], []).append(record)
+            else:
                 self.observations.setdefault(record["episode_id"], {})[record["step"]] = record
-            elif event.event_type == "episode" and record["kind"] == "aborted":
-                self.aborted.setdefault(record["episode_id"], []).append(record)
+
+    def drain(self, seconds: float) -> None:
+        """Keep consuming for ``seconds``: what a worker sends late (a duplicate) is seen too."""
+        deadline = time.monotonic() + seconds
+        self.collect(lambda s: time.monotonic() > deadline, timeout=seconds + 5)
 
     def observation(self, episode_id: str, step: int, timeout: float = 60.0) -> dict[str, Any]:
         self.collect(lambda s: step in s.observations.get(episode_id, {}), timeout)
@@ -136,3 +151,9 @@ class Episodes:
 
 def _summary(observations: dict[str, dict[int, dict[str, Any]]]) -> dict[str, list[int]]:
     return {episode: sorted(steps) for episode, steps in observations.items()}
+
+
+def _failures(failures: dict[str, list[dict[str, Any]]]) -> dict[str, list[tuple[int, str]]]:
+    return {
+        episode: [(f["step"], f["failure"]) for f in found] for episode, found in failures.items()
+    }

@@ -116,10 +116,10 @@ def test_concurrent_episodes_click_product_links(start_worker, episodes, practic
         image = Image.open(io.BytesIO(detail["screenshot"]))
         assert (image.format, image.size) == ("JPEG", (1280, 768))
         assert detail["timings_ms"]["screenshot"] > 0
-    assert not episodes.aborted
+    assert not episodes.failures
 
 
-def test_hanging_and_crashing_pages_abort_only_their_episode(start_worker, episodes, practice_web):
+def test_hanging_and_crashing_pages_fail_only_their_episode(start_worker, episodes, practice_web):
     start_worker()
     site = practice_web.sites[0]
     home = practice_web.base_url(site)
@@ -127,17 +127,30 @@ def test_hanging_and_crashing_pages_abort_only_their_episode(start_worker, episo
     episodes.navigate(healthy, home)
     episodes.navigate(hanging, home + "__webgym/hang", timeout_ms=3000)
     episodes.navigate(crashing, home)
-    episodes.observation(crashing, 0)
+    assert episodes.observation(crashing, 0)["url"] == home
     episodes.act(crashing, 1, {"kind": "navigate", "url": "chrome://crash"})
-    episodes.collect(lambda e: hanging in e.aborted and crashing in e.aborted, timeout=60)
-    assert "navigation timed out after 3000 ms" in episodes.aborted[hanging][0]["reason"]
-    assert episodes.aborted[crashing][0]["reason"] == "renderer crashed"
-    assert episodes.aborted[crashing][0]["task_id"] == f"task-of-{crashing}"
+    episodes.collect(lambda e: hanging in e.failures and crashing in e.failures, timeout=60)
+    hang, crash = episodes.failures[hanging][0], episodes.failures[crashing][0]
+    # Each failure takes the place of the observation of the operation that failed.
+    assert hang["event_id"] == f"{hanging}:0:observation"
+    assert "navigation timed out after 3000 ms" in hang["failure"]
+    assert hang["url"] == ""  # nothing was ever shown
+    assert crash["event_id"] == f"{crashing}:1:observation"
+    assert crash["failure"] == "renderer crashed"
+    assert crash["url"] == home  # as the last observation showed it
+    assert (crash["screenshot"], crash["width"], crash["height"]) == (b"", 0, 0)
+    assert crash["timings_ms"]["total"] > 0
     # The healthy episode, on the same worker, goes on.
     assert episodes.observation(healthy, 0)["action_error"] is None
     episodes.act(healthy, 1, {"kind": "scroll", "direction": "down", "amount": 400})
     assert episodes.observation(healthy, 1)["action_error"] is None
-    assert healthy not in episodes.aborted
+    assert healthy not in episodes.failures
+    # Exactly one failure each, never a normal observation in its place, and no terminal event:
+    # the orchestrator, not the browser worker, ends episodes.
+    assert [len(episodes.failures[e]) for e in (hanging, crashing)] == [1, 1]
+    assert 0 not in episodes.observations.get(hanging, {})
+    assert 1 not in episodes.observations[crashing]
+    assert not {hanging, crashing, healthy} & set(episodes.episode_events)
 
 
 def test_forbidden_urls_and_browser_surprises_are_data(start_worker, episodes, practice_web):
@@ -175,10 +188,10 @@ def test_forbidden_urls_and_browser_surprises_are_data(start_worker, episodes, p
     assert after_download["action_error"] is not None
     episodes.act(episode_id, 8, {"kind": "go_back"})
     assert episodes.observation(episode_id, 8)["action_error"] is None
-    assert episode_id not in episodes.aborted
+    assert episode_id not in episodes.failures
 
 
-def test_a_killed_worker_s_episodes_end_aborted_exactly_once(start_worker, episodes, practice_web):
+def test_a_killed_worker_s_episodes_fail_exactly_once(start_worker, episodes, practice_web):
     first = start_worker()
     names = [_episode(f"kill{i}") for i in range(4)]
     for i, episode_id in enumerate(names):
@@ -190,19 +203,17 @@ def test_a_killed_worker_s_episodes_end_aborted_exactly_once(start_worker, episo
     start_worker()  # takes over every partition of the group
     for episode_id in names:
         episodes.act(episode_id, 1, {"kind": "left_click", "x": 500, "y": 500})
-    episodes.collect(lambda e: all(n in e.aborted for n in names), timeout=90)
-    time.sleep(3)
-    episodes.collect(lambda e: True)
-    deadline = time.monotonic() + 3
-    while time.monotonic() < deadline:
-        episodes.collect(lambda e: True)
+    episodes.collect(lambda e: all(n in e.failures for n in names), timeout=90)
+    episodes.drain(3)
     for episode_id in names:
-        assert len(episodes.aborted[episode_id]) == 1, episodes.aborted[episode_id]
-        assert "browser context lost" in episodes.aborted[episode_id][0]["reason"]
+        assert len(episodes.failures[episode_id]) == 1, episodes.failures[episode_id]
+        failure = episodes.failures[episode_id][0]
+        assert failure["event_id"] == f"{episode_id}:1:observation"
+        assert "browser context lost" in failure["failure"]
         assert 1 not in episodes.observations.get(episode_id, {})
 
 
-def test_a_rebalance_aborts_the_moved_episodes_once(start_worker, episodes, practice_web):
+def test_a_rebalance_fails_the_moved_episodes_once(start_worker, episodes, practice_web):
     start_worker()
     names = [_episode(f"move{i}") for i in range(6)]
     for i, episode_id in enumerate(names):
@@ -211,18 +222,26 @@ def test_a_rebalance_aborts_the_moved_episodes_once(start_worker, episodes, prac
         episodes.observation(episode_id, 0)
     second = start_worker()  # the group now splits the partitions
     second.wait_for("assigned", timeout=60)
-    episodes.collect(lambda e: len(e.aborted) > 0, timeout=60)
+    episodes.collect(lambda e: len(e.failures) > 0, timeout=60)
     time.sleep(2)
     for episode_id in names:
         episodes.act(episode_id, 1, {"kind": "scroll", "direction": "down"})
     episodes.collect(
-        lambda e: all(n in e.aborted or 1 in e.observations.get(n, {}) for n in names), timeout=60
+        lambda e: all(n in e.failures or 1 in e.observations.get(n, {}) for n in names), timeout=60
     )
-    moved = [n for n in names if n in episodes.aborted]
-    kept = [n for n in names if n not in episodes.aborted]
+    # A new owner that got step 1 of an episode it does not hold reports it 2 s later.
+    episodes.drain(4)
+    moved = [n for n in names if n in episodes.failures]
+    kept = [n for n in names if n not in episodes.failures]
     assert moved, "the second worker took no partition"
     for episode_id in moved:
-        assert [a["reason"] for a in episodes.aborted[episode_id]] == ["rebalanced"]
+        first, *later = episodes.failures[episode_id]
+        assert first["failure"] == "rebalanced"
+        # The failure stands for step 1, the one the episode waited for. With no orchestrator
+        # here to abort the episode, the new owner may report step 1 again: same event id, so
+        # consumers (idempotent on it) see one failure.
+        assert {f["event_id"] for f in (first, *later)} == {f"{episode_id}:1:observation"}
+        assert all("browser context lost" in f["failure"] for f in later)
         assert 1 not in episodes.observations.get(episode_id, {})
     for episode_id in kept:
         assert episodes.observations[episode_id][1]["action_error"] is None
