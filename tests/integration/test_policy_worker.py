@@ -4,19 +4,10 @@ hot-reloaded versions."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import socket
-import subprocess
-import sys
 import threading
 import time
-import urllib.request
 import uuid
 from contextlib import contextmanager
-from pathlib import Path
-
-import pytest
 
 from agents.policy.backends.local import LocalBackend
 from agents.policy.backends.openai_http import OpenAIBackend
@@ -28,12 +19,11 @@ from infra.weights import publish_weights, version_prefix
 from sites import generate_sites
 from sites.tasks import generate_tasks
 from tests.integration.helpers import drain
+from tests.integration.model_servers import (  # noqa: F401
+    openai_server_fixture,
+    tiny_model_fixture,
+)
 from tests.integration.policy_requests import ask
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> Path:
-    return build_tiny_vl_model(tmp_path_factory.mktemp("models") / "tiny-qwen-vl")
 
 
 @contextmanager
@@ -130,38 +120,6 @@ def test_a_new_version_is_served_and_a_bad_checksum_refused(
         ask(settings, producer, second)
         assert _inferences(settings, make_consumer, [second])[second]["policy_version"] == 1
         assert worker.serving.version == 1
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
-def openai_server(tiny_model, tmp_path):
-    """`transformers serve` running the tiny model: a real OpenAI-compatible HTTP server."""
-    executable = shutil.which("transformers", path=str(Path(sys.executable).parent))
-    port = _free_port()
-    log = (tmp_path / "serve.log").open("wb")
-    process = subprocess.Popen(
-        [executable, "serve", str(tiny_model), "--port", str(port), "--device", "cpu"],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
-                break
-        except OSError:
-            assert process.poll() is None, (tmp_path / "serve.log").read_text()[-2000:]
-            assert time.monotonic() < deadline, "transformers serve did not start"
-            time.sleep(0.5)
-    yield f"http://127.0.0.1:{port}/v1"
-    process.terminate()
-    process.wait(timeout=30)
 
 
 def test_openai_compatible_backend_serves_requests_from_kafka(
