@@ -19,6 +19,7 @@ from rich.table import Column, Table
 
 from infra import stack
 from infra.chromium import ChromiumMissing
+from infra.local_run import RunFailed
 from infra.producer import DeliveryError
 from infra.settings import Settings, SettingsError
 from infra.topic_admin import (
@@ -57,6 +58,7 @@ KNOWN_ERRORS = (
     ChromiumMissing,
     DeliveryError,
     TopicMissing,
+    RunFailed,
 )
 
 
@@ -151,25 +153,103 @@ def status() -> None:
 
 @app.command()
 @user_errors
-def run() -> None:
-    """The main job on the local stack: brings the stack up and runs the job.
+def run(
+    episodes: Annotated[int, typer.Option(min=1, help="episodes to run (and judge)")] = 60,
+    in_flight: Annotated[int, typer.Option(min=1, help="episodes kept in flight at once")] = 8,
+    policy: Annotated[
+        str, typer.Option(help="policy backend: scripted (ground truth), local, openai, vllm")
+    ] = "scripted",
+    model: Annotated[str, typer.Option(help="checkpoint or served model (not scripted)")] = "",
+    base_url: Annotated[str | None, typer.Option(help="openai: the server's /v1 URL")] = None,
+    error_rate: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="scripted: share of steps that go wrong")
+    ] = 0.3,
+    sites: Annotated[int, typer.Option(min=1, help="practice-web sites to generate")] = 50,
+    seed: Annotated[int, typer.Option(help="sites, tasks and sampling seed")] = 0,
+) -> None:
+    """The main job: the whole rollout loop on the practice web, on the local stack.
 
-    Until the rollout loop lands this is a smoke job: a Chromium screenshot of a local page,
-    carried as an observation event through Kafka and a consumer group, and stored in MinIO.
+    Starts Kafka and MinIO, creates the topics, serves the practice web, publishes its tasks,
+    starts a browser worker, a policy worker and the Faust stream processors, keeps --in-flight
+    episodes running until --episodes are judged, then prints a summary. Logs of every worker
+    are in <state dir>/logs/<run id>/.
     """
-    from infra.smoke import run_smoke  # imports Playwright: only when the job runs
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from infra.local_run import RunOptions, run_local
 
     settings = _settings()
-    with console.status("starting the local stack...") as spinner:
-        stack.up(settings, report=spinner.update)
-        spinner.update("creating topics...")
-        create_topics(settings)
-        result = run_smoke(settings, progress=spinner.update)
-    console.print(
-        f"[green]ok[/] episode {result.episode_id}: screenshot {result.screenshot_bytes} bytes "
-        f"of '{result.title}', Kafka round trip {result.kafka_round_trip_s * 1000:.0f} ms, "
-        f"stored at {result.minio_object}"
+    policy_args: list[str] = []
+    if model:
+        policy_args += ["--model", model]
+    if base_url:
+        policy_args += ["--base-url", base_url]
+    options = RunOptions(
+        episodes=episodes,
+        in_flight=in_flight,
+        policy=policy,
+        policy_args=tuple(policy_args),
+        error_rate=error_rate,
+        sites=sites,
+        seed=seed,
     )
+    progress = Progress(
+        TextColumn("[bold]episodes"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[detail]}"),
+        TimeElapsedColumn(),
+        console=console,
+    )
+    with console.status("preparing...") as spinner:
+        bar: list[int] = []
+
+        def on_progress(summary, children) -> None:
+            if not bar:
+                spinner.stop()
+                progress.start()
+                bar.append(progress.add_task("run", total=episodes, detail=""))
+            detail = (
+                f"in flight {summary.started - summary.ended}  finished {summary.finished}  "
+                f"aborted {summary.aborted}  success {summary.success_rate:.0%}  "
+                f"{summary.steps_per_s:.1f} steps/s"
+            )
+            progress.update(bar[0], completed=summary.judged, detail=detail)
+
+        try:
+            summary = run_local(settings, options, report=spinner.update, on_progress=on_progress)
+        finally:
+            progress.stop()
+    _print_summary(summary)
+
+
+def _print_summary(summary) -> None:
+    table = Table(title=f"run {summary.run_id}")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    rows = [
+        ("episodes started", summary.started),
+        (
+            "episodes ended",
+            f"{summary.ended} ({summary.finished} finished, {summary.aborted} aborted)",
+        ),
+        ("judged", summary.judged),
+        ("successes", f"{summary.successes} ({summary.success_rate:.1%})"),
+        ("judge errors", summary.judge_errors),
+        ("steps", summary.steps),
+        (
+            "steps filtered as repetitions",
+            f"{summary.repeated_steps} ({summary.repetition_share:.1%})",
+        ),
+        ("wall time", f"{summary.wall_s:.1f} s"),
+        ("steps per second", f"{summary.steps_per_s:.2f}"),
+        ("episodes per hour", f"{summary.episodes_per_hour:.0f}"),
+    ]
+    for reason, count in summary.terminations.most_common():
+        rows.append((f"ended by {reason}", count))
+    for name, value in rows:
+        table.add_row(name, str(value))
+    console.print(table)
 
 
 @topics_app.command("create")

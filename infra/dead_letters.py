@@ -27,6 +27,38 @@ def dead_letter_event_id(topic: str, partition: int, offset: int) -> str:
     return f"dlq:{topic}:{partition}:{offset}"
 
 
+def dead_letter(
+    topic: str,
+    partition: int,
+    offset: int,
+    key: bytes | None,
+    value: bytes | None,
+    error: BaseException,
+) -> tuple[dict, list[tuple[str, bytes]]]:
+    """The ``dead_letter`` record and the headers for one poison record."""
+    error_class = type(error).__name__
+    error_text = str(error)[:MAX_ERROR_CHARS]
+    record = {
+        "event_id": dead_letter_event_id(topic, partition, offset),
+        "ts": now_ms(),
+        "source_topic": topic,
+        "source_partition": partition,
+        "source_offset": offset,
+        "error_class": error_class,
+        "error_message": error_text,
+        "original_key": key,
+        "original_value": value,
+    }
+    headers = [
+        (HEADER_TOPIC, topic.encode()),
+        (HEADER_PARTITION, str(partition).encode()),
+        (HEADER_OFFSET, str(offset).encode()),
+        (HEADER_ERROR_CLASS, error_class.encode()),
+        (HEADER_ERROR, error_text.encode()),
+    ]
+    return record, headers
+
+
 class DeadLetterRouter:
     def __init__(self, settings: Settings, producer: EventProducer):
         self.topic = settings.topic("dlq")
@@ -44,27 +76,14 @@ class DeadLetterRouter:
         on_delivery: DeliveryCallback | None = None,
     ) -> None:
         """Queue the dead letter; ``on_delivery`` runs once the broker answered."""
-        topic, partition, offset = message.topic(), message.partition(), message.offset()
-        error_class = type(error).__name__
-        error_text = str(error)[:MAX_ERROR_CHARS]
-        record = {
-            "event_id": dead_letter_event_id(topic, partition, offset),
-            "ts": now_ms(),
-            "source_topic": topic,
-            "source_partition": partition,
-            "source_offset": offset,
-            "error_class": error_class,
-            "error_message": error_text,
-            "original_key": message.key(),
-            "original_value": message.value(),
-        }
-        headers = [
-            (HEADER_TOPIC, topic.encode()),
-            (HEADER_PARTITION, str(partition).encode()),
-            (HEADER_OFFSET, str(offset).encode()),
-            (HEADER_ERROR_CLASS, error_class.encode()),
-            (HEADER_ERROR, error_text.encode()),
-        ]
+        record, headers = dead_letter(
+            message.topic(),
+            message.partition(),
+            message.offset(),
+            message.key(),
+            message.value(),
+            error,
+        )
         self._producer.produce(
             self.topic, message.key(), "dead_letter", record, headers, on_delivery=on_delivery
         )

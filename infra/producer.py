@@ -43,6 +43,9 @@ def build_producer(settings: Settings, client_id: str, **overrides: Any) -> Prod
         "linger.ms": 5,
         # Send small requests at once: with Nagle and delayed ACKs a step can stall for 40 ms.
         "socket.nagle.disable": True,
+        # Partition by murmur2 of the key, as the Java client and Faust (aiokafka) do: an episode
+        # keeps one partition number on every topic, whichever client wrote the event.
+        "partitioner": "murmur2_random",
     }
     config.update(overrides)
     return Producer(config)

@@ -79,6 +79,35 @@ class Settings(BaseSettings):
         False, description="let agents open loopback, private and link-local addresses"
     )
 
+    # Stream processors (the Faust app in streams/)
+    horizons: dict[str, int] = Field(
+        {"easy": 10, "medium": 20, "hard": 30},
+        description="steps an episode may take, by task difficulty (the paper's training horizons)",
+    )
+    parse_error_budget: int = Field(
+        3, ge=0, description="unparseable replies an episode survives; one more ends it"
+    )
+    episode_deadline_s: float = Field(
+        900.0, gt=0, description="wall time an episode may take before it is finished unanswered"
+    )
+    episode_lease_s: float = Field(
+        120.0, gt=0, description="silence of the browser or policy side that aborts an episode"
+    )
+    blocked_site_cooldown_s: float = Field(
+        3600.0, ge=0, description="how long the sampler avoids a site that showed a bot wall"
+    )
+    judge_base_url: str | None = Field(
+        None, description="OpenAI-compatible endpoint of the LLM rubric judge (real-web tasks)"
+    )
+    judge_model: str | None = Field(None, description="model name the LLM judge asks for")
+    judge_api_key: SecretStr | None = Field(None, description="API key of the judge endpoint")
+    judge_concurrency: int = Field(
+        8, ge=1, description="trajectories judged at once (slow judges never stall the stream)"
+    )
+    streams_session_timeout_s: float = Field(
+        10.0, gt=0, description="a dead Faust worker's partitions move after this long"
+    )
+
     # Local directories
     state_dir: Path = Field(
         default_factory=lambda: _xdg_dir("XDG_STATE_HOME", ".local/state"),

@@ -98,6 +98,13 @@ TOPICS: tuple[TopicSpec, ...] = (
         90 * DAY_MS,
         max_message_bytes=4 * MIB,
     ),
+    TopicSpec(
+        "curriculum",
+        "sampler",
+        "task sampler input: in-flight target, ended episodes, blocked sites",
+        7 * DAY_MS,
+        partitions=1,
+    ),
     TopicSpec("policy.versions", "policy_name", "published weights", -1, "compact", partitions=1),
     TopicSpec(
         "dlq",

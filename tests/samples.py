@@ -178,5 +178,14 @@ def sample(event_type: str) -> dict[str, Any]:
             "original_key": b"ep-0001",
             "original_value": b"\x00garbage",
         },
+        "curriculum": {
+            "event_id": "ep-0001:ended",
+            "ts": TS,
+            "kind": "episode_ended",
+            "episode_id": "ep-0001",
+            "task_id": "shop-001-easy",
+            "website": "hazeloak-shop.webgym.test",
+            "reason": "finished: answer",
+        },
     }
     return samples[event_type]

@@ -37,6 +37,7 @@ EVENT_TYPES = [
     "scored_trajectory",
     "policy_version",
     "dead_letter",
+    "curriculum",
 ]
 
 
@@ -71,8 +72,9 @@ def test_every_schema_carries_the_envelope(event_type):
     fields = {f["name"]: f["type"] for f in CATALOG.latest(event_type).parsed["fields"]}
     assert fields["event_id"] == "string"
     assert fields["ts"] == "long"
-    episode_scoped = event_type not in {"task", "policy_version", "dead_letter"}
-    assert ("episode_id" in fields) == episode_scoped
+    episode_scoped = event_type not in {"task", "policy_version", "dead_letter", "curriculum"}
+    # A curriculum notice may name an episode (optional), but it has no step.
+    assert ("episode_id" in fields) == episode_scoped or event_type == "curriculum"
     assert ("step" in fields) == episode_scoped
     if event_type in {"episode", "act_op", "infer_request", "inference", "policy_version"}:
         assert "policy_version" in fields
@@ -102,7 +104,7 @@ def test_archived_v1_observation_decodes_with_the_newer_reader():
 
 def test_old_versions_are_kept():
     observation_versions = [v.version for v in CATALOG.versions() if v.event_type == "observation"]
-    assert observation_versions == [1, 2]
+    assert observation_versions == [1, 2, 3]
 
 
 def test_not_an_event():
@@ -123,7 +125,7 @@ def test_unknown_fingerprint_names_it():
 
 def test_truncated_and_padded_bodies_are_corrupt():
     encoded = CATALOG.encode("observation", sample("observation"))
-    with pytest.raises(CorruptEventError, match="observation v2 body is corrupt"):
+    with pytest.raises(CorruptEventError, match="observation v3 body is corrupt"):
         CATALOG.decode(encoded[:-40])
     with pytest.raises(CorruptEventError, match="3 bytes left after the record"):
         CATALOG.decode(encoded + b"abc")

@@ -3,6 +3,7 @@ from infra.topics import TOPICS, topic_spec
 
 DESIGN_TOPICS = {
     "tasks",
+    "curriculum",
     "episodes",
     "ops.navigate",
     "ops.act",

@@ -1,0 +1,329 @@
+"""``webgym run``: the whole rollout loop on one machine, on the practice web.
+
+Reads like a recipe: bring the stack up, create the topics, serve the practice web, publish its
+tasks, start one browser worker, one policy worker and one Faust worker (as child processes, the
+way a user would start them), tell the sampler how many episodes to keep in flight, follow the
+episodes on Kafka until the requested number has been judged, then stop the sampler, stop the
+workers and summarise. Every figure in the summary is computed from the events of this run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import TopicPartition
+
+from infra.consumer import EventConsumer, build_consumer
+from infra.dead_letters import DeadLetterRouter
+from infra.producer import EventProducer, now_ms
+from infra.settings import Settings
+from sites import generate_sites
+from sites.server import PracticeWebServer
+from sites.tasks import generate_tasks
+
+
+class RunFailed(RuntimeError):
+    """A worker died or the run made no progress; the message names the log to read."""
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    episodes: int = 60
+    in_flight: int = 8
+    policy: str = "scripted"  # any `webgym worker policy --backend`
+    policy_args: tuple[str, ...] = ()
+    error_rate: float = 0.3  # scripted policy
+    sites: int = 50
+    seed: int = 0
+    difficulty_ratios: dict[str, float] = field(default_factory=dict)
+    stall_timeout_s: float = 180.0  # no episode ended for this long: the run failed
+    run_id: str = ""
+
+
+@dataclass
+class RunSummary:
+    run_id: str
+    started: int = 0
+    ended: int = 0
+    finished: int = 0
+    aborted: int = 0
+    judged: int = 0
+    successes: int = 0
+    steps: int = 0
+    repeated_steps: int = 0
+    wall_s: float = 0.0
+    terminations: Counter = field(default_factory=Counter)
+    judge_errors: int = 0
+    episodes: dict[str, dict[str, Any]] = field(default_factory=dict)  # episode_id -> scored
+
+    @property
+    def success_rate(self) -> float:
+        return self.successes / self.judged if self.judged else 0.0
+
+    @property
+    def steps_per_s(self) -> float:
+        return self.steps / self.wall_s if self.wall_s else 0.0
+
+    @property
+    def episodes_per_hour(self) -> float:
+        return self.ended * 3600 / self.wall_s if self.wall_s else 0.0
+
+    @property
+    def repetition_share(self) -> float:
+        return self.repeated_steps / self.steps if self.steps else 0.0
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    """The environment that gives a child process the same settings."""
+    env = dict(os.environ)
+    for name, value in settings.model_dump().items():
+        if value is None:
+            continue
+        if hasattr(value, "get_secret_value"):
+            value = value.get_secret_value()
+        elif isinstance(value, dict | list):
+            value = json.dumps(value)
+        env[f"WEBGYM_{name.upper()}"] = str(value)
+    return env
+
+
+@dataclass
+class Child:
+    """A worker process this run started, with its log file."""
+
+    name: str
+    process: subprocess.Popen
+    log: Path
+
+    @classmethod
+    def start(cls, name: str, argv: list[str], env: dict[str, str], log_dir: Path) -> Child:
+        log = log_dir / f"{name}.log"
+        handle = log.open("wb")
+        process = subprocess.Popen(argv, env=env, stdout=handle, stderr=subprocess.STDOUT)
+        return cls(name, process, log)
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def check(self) -> None:
+        if self.process.poll() is not None:
+            tail = self.text()[-2000:]
+            raise RunFailed(
+                f"the {self.name} exited ({self.process.returncode}); {self.log}:\n{tail}"
+            )
+
+    def wait_for(self, marker: str, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while marker not in self.text():
+            self.check()
+            if time.monotonic() > deadline:
+                raise RunFailed(
+                    f"the {self.name} did not become ready in {timeout_s:.0f} s; see {self.log}"
+                )
+            time.sleep(0.2)
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+
+    def kill(self) -> None:
+        """SIGKILL: what a crash looks like (used by tests)."""
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=30)
+
+
+def faust_argv() -> list[str]:
+    faust = shutil.which("faust", path=str(Path(sys.executable).parent)) or "faust"
+    return [faust, "-A", "streams.app", "worker", "-l", "info"]
+
+
+def start_faust(env: dict[str, str], log_dir: Path, name: str = "streams") -> Child:
+    child = Child.start(name, faust_argv(), env, log_dir)
+    child.wait_for("Ready", timeout_s=120)
+    return child
+
+
+def publish_tasks(settings: Settings, tasks: list[dict[str, Any]]) -> None:
+    producer = EventProducer.connect(settings, "webgym-run-tasks")
+    for task in tasks:
+        producer.produce(settings.topic("tasks"), task["task_id"], "task", task)
+    producer.flush()
+
+
+def send_target(
+    settings: Settings, run_id: str, in_flight: int, options: RunOptions, episodes: int | None
+) -> None:
+    producer = EventProducer.connect(settings, "webgym-run-target")
+    record = {
+        "event_id": f"{run_id}:target:{in_flight}:{uuid.uuid4().hex[:6]}",
+        "ts": now_ms(),
+        "kind": "target",
+        "in_flight": in_flight,
+        "max_episodes": episodes,
+        "difficulty_ratios": options.difficulty_ratios,
+        "run_id": run_id,
+        "seed": options.seed,
+    }
+    producer.produce(settings.topic("curriculum"), "sampler", "curriculum", record)
+    producer.flush()
+
+
+class RunFollower:
+    """Follows one run's episodes and scores on Kafka (a fresh consumer, from a point in time)."""
+
+    def __init__(self, settings: Settings, run_id: str, since_ms: int):
+        self.summary = RunSummary(run_id)
+        self._prefix = f"{run_id}-"
+        topics = [settings.topic("episodes"), settings.topic("trajectories.scored")]
+        consumer = build_consumer(settings, f"webgym-run-{run_id}", "webgym-run-follower")
+        wanted = []
+        for topic in topics:
+            partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+            wanted += [TopicPartition(topic, p, since_ms) for p in partitions]
+        consumer.assign(consumer.offsets_for_times(wanted, timeout=10))
+        self._consumer = EventConsumer(
+            consumer, DeadLetterRouter(settings, EventProducer.connect(settings, "webgym-run-dlq"))
+        )
+        self._seen: set[str] = set()
+        self._first_ms: int | None = None
+        self._last_ms: int | None = None
+
+    def poll(self, timeout_s: float = 0.5) -> None:
+        event = self._consumer.poll(timeout_s)
+        if event is None:
+            return
+        record, summary = event.record, self.summary
+        episode_id = record.get("episode_id", "")
+        if not episode_id.startswith(self._prefix) or record["event_id"] in self._seen:
+            return
+        self._seen.add(record["event_id"])
+        if event.event_type == "episode":
+            if record["kind"] == "started":
+                summary.started += 1
+                self._first_ms = min(self._first_ms or record["ts"], record["ts"])
+            else:
+                summary.ended += 1
+                summary.finished += record["kind"] == "finished"
+                summary.aborted += record["kind"] == "aborted"
+                summary.terminations[(record["reason"] or "").split(":")[0]] += 1
+                self._last_ms = max(self._last_ms or record["ts"], record["ts"])
+        elif event.event_type == "scored_trajectory":
+            from streams.filters import is_success
+
+            summary.judged += 1
+            summary.successes += is_success(record)
+            summary.judge_errors += record.get("judge_error") is not None
+            summary.steps += len(record["steps"])
+            summary.repeated_steps += sum(1 for s in record["steps"] if s["repeated"])
+            summary.episodes[episode_id] = record
+        if self._first_ms and self._last_ms:
+            summary.wall_s = (self._last_ms - self._first_ms) / 1000
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+def run_local(
+    settings: Settings,
+    options: RunOptions,
+    report: Callable[[str], None] = lambda _: None,
+    on_progress: Callable[[RunSummary, dict[str, Child]], None] = lambda *_: None,
+    start_stack: bool = True,
+) -> RunSummary:
+    """Run ``options.episodes`` episodes through the whole loop; see the module docstring."""
+    from infra import stack
+    from infra.topic_admin import create_topics
+
+    run_id = options.run_id or f"run{time.strftime('%Y%m%d%H%M%S')}{uuid.uuid4().hex[:4]}"
+    if start_stack:
+        report("starting the local stack (Kafka, MinIO)...")
+        stack.up(settings, report=report)
+    report("creating topics...")
+    create_topics(settings)
+    log_dir = settings.logs_dir / run_id
+    log_dir.mkdir(parents=True, exist_ok=True)
+    sites = generate_sites(seed=options.seed, count=options.sites)
+    host, _, port = settings.practice_web_address.rpartition(":")
+    with ExitStack() as cleanup:
+        report(f"serving {len(sites)} practice-web sites...")
+        server = PracticeWebServer(sites, host=host or "127.0.0.1", port=int(port))
+        cleanup.enter_context(server)
+        settings = settings.model_copy(
+            update={"practice_web_address": f"{host or '127.0.0.1'}:{server.port}"}
+        )
+        tasks = generate_tasks(sites, seed=options.seed)
+        report(f"publishing {len(tasks)} tasks to {settings.topic('tasks')}...")
+        publish_tasks(settings, tasks)
+        env = settings_env(settings)
+        children: dict[str, Child] = {}
+
+        def stop_children() -> None:
+            for child in reversed(list(children.values())):
+                child.stop()
+
+        cleanup.callback(stop_children)
+        cli = [sys.executable, "-m", "infra.cli", "worker"]
+        report("starting the browser worker...")
+        children["browser worker"] = Child.start("browser-worker", [*cli, "browser"], env, log_dir)
+        report("starting the policy worker...")
+        policy_args = list(options.policy_args)
+        if options.policy == "scripted":
+            policy_args += [
+                "--error-rate",
+                str(options.error_rate),
+                "--sites-count",
+                str(options.sites),
+                "--sites-seed",
+                str(options.seed),
+            ]
+        children["policy worker"] = Child.start(
+            "policy-worker",
+            [*cli, "policy", "--backend", options.policy, *policy_args],
+            env,
+            log_dir,
+        )
+        report("starting the stream processors (faust worker)...")
+        children["stream processors"] = Child.start("streams", faust_argv(), env, log_dir)
+        children["browser worker"].wait_for("assigned", 120)
+        children["policy worker"].wait_for("assigned", 180)
+        children["stream processors"].wait_for("Ready", 120)
+        since = now_ms() - 1000
+        follower = RunFollower(settings, run_id, since)
+        cleanup.callback(follower.close)
+        report(f"run {run_id}: {options.episodes} episodes, {options.in_flight} in flight")
+        send_target(settings, run_id, options.in_flight, options, options.episodes)
+        last_progress, seen = time.monotonic(), (0, 0)
+        summary = follower.summary
+        while summary.judged < options.episodes or summary.ended < options.episodes:
+            follower.poll(0.5)
+            on_progress(summary, children)
+            if (summary.ended, summary.judged) != seen:
+                seen, last_progress = (summary.ended, summary.judged), time.monotonic()
+            elif time.monotonic() - last_progress > options.stall_timeout_s:
+                raise RunFailed(
+                    f"no episode ended or was judged for {options.stall_timeout_s:.0f} s "
+                    f"({summary.ended} ended, {summary.judged} judged); logs in {log_dir}"
+                )
+            for child in children.values():
+                child.check()
+        send_target(settings, run_id, 0, options, options.episodes)
+        report("stopping the workers...")
+    return summary

@@ -1,0 +1,54 @@
+"""``webgym.curriculum`` -> the task sampler -> ``started`` episodes on ``webgym.episodes``.
+
+One partition, one row: whichever worker holds it keeps N episodes in flight. A timer tops up
+when tasks arrive late or a blocked site's cooldown ends; its starts are acknowledged before the
+row changes (same ids if repeated).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from infra.producer import now_ms
+from streams import curriculum
+
+KEY = b"sampler"
+
+
+def register(streams, interval_s: float = 2.0) -> None:
+    async def tasks() -> list[dict]:
+        if not len(streams.catalog):
+            await asyncio.to_thread(streams.catalog.refresh)
+        return streams.catalog.tasks()
+
+    @streams.app.agent(streams.topics["curriculum"], name="sampler")
+    async def sampler(stream):
+        async for event in stream.events():
+            record = await streams.decode(event, "curriculum")
+            if record is None:
+                continue
+            if record["kind"] == "target":
+                await asyncio.to_thread(streams.catalog.refresh)
+            available = await tasks()
+            state, outputs, changed = curriculum.apply(
+                streams.sampler.get(KEY), record, available, streams.rules, now_ms()
+            )
+            if changed:
+                streams.sampler[KEY] = state
+            await streams.send(outputs)
+
+    @streams.app.timer(interval=interval_s)
+    async def top_up():
+        state = streams.sampler.get(KEY)
+        if state is None or not streams.owns("curriculum", KEY.decode()):
+            return
+        available = await tasks()
+        state = curriculum.copy(state)
+        picked = curriculum.top_up(state, available, streams.rules, now_ms())
+        if picked:
+            await streams.send(curriculum.started_events(state, picked, now_ms()), wait=True)
+            streams.sampler[KEY] = state
+
+    @streams.app.timer(interval=10.0)
+    async def refresh_tasks():
+        await asyncio.to_thread(streams.catalog.refresh)

@@ -1,0 +1,31 @@
+"""``webgym.trajectories`` -> the judge -> ``webgym.trajectories.scored``.
+
+Runs ``judge_concurrency`` handlers at once, so a slow LLM judge never stalls the stream (Faust
+commits an offset only when every earlier one is done). The score is stamped with the judge's name
+and version; a judge error scores 0 and says why.
+"""
+
+from __future__ import annotations
+
+from streams.filters import detect_block
+from streams.judging import Judging, scored_event
+from streams.orchestrator import Output
+
+
+def register(streams, judging: Judging) -> None:
+    @streams.app.agent(
+        streams.topics["trajectories"],
+        name="judge",
+        concurrency=streams.settings.judge_concurrency,
+    )
+    async def judge(stream):
+        async for event in stream.events():
+            trajectory = await streams.decode(event, "trajectory")
+            if trajectory is None:
+                continue
+            task = await streams.task(trajectory["task_id"])
+            score = await judging.score(task, trajectory)
+            scored = scored_event(trajectory, score, detect_block(trajectory))
+            await streams.send(
+                [Output("trajectories.scored", "scored_trajectory", scored["episode_id"], scored)]
+            )

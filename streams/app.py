@@ -1,0 +1,264 @@
+"""The Faust app: every stream processor of the rollout loop, started with
+
+    faust -A streams.app worker -l info
+
+Delivery guarantee: at least once, on the ``kafka://`` (aiokafka) driver. Faust flushes every
+produced record (outputs and table changelogs) before it commits input offsets; every handler is
+idempotent on ``event_id`` and re-sends the outputs of the last input it applied when that input
+comes again (see ``streams.orchestrator``), so a worker killed at any point loses no episode, and
+downstream consumers drop the duplicates by their deterministic ids. Poison records go to
+``webgym.dlq`` with their source coordinates; the stream moves on.
+
+Agents (one per input stream; ``WEBGYM_STREAMS_AGENTS`` picks a subset, e.g. ``judge``; the
+workers of one deployment must all run the same subset, which names the consumer group):
+
+- ``orchestrator``: episodes, observations and inferences -> navigate / infer / act operations,
+  terminal episode events and trajectories (the assembler), a lease timer;
+- ``judge``: trajectories -> scored trajectories (verifier or LLM rubric judge, concurrently);
+- ``filter``: scored trajectories -> the success stream, blocked-site notices;
+- ``sampler``: curriculum notices -> ``started`` episodes, N in flight.
+
+All episode-keyed topics share one partition count and the murmur2 partitioner, and the
+``episodes`` table writes its changelog by the same partitioner, so a worker holds the table rows
+of exactly the episodes whose events it consumes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from typing import Any
+
+import faust
+from aiokafka.partitioner import DefaultPartitioner
+from faust.transport.drivers import aiokafka as faust_aiokafka
+
+from infra.dead_letters import dead_letter
+from infra.settings import Settings
+from infra.topics import LARGE_MESSAGE_BYTES, MIB, TOPICS
+from schemas.serde import EventDecodeError, default_catalog
+from streams.judging import Judging
+from streams.orchestrator import Output, Rules, Transition
+from streams.task_catalog import TaskCatalog
+
+log = logging.getLogger("streams")
+
+AGENT_SETS = ("orchestrator", "judge", "filter", "sampler")
+ENDED_KEPT_MS = 10 * 60 * 1000  # an ended episode's row stays this long to absorb late events
+
+
+class IdempotentProducer(faust_aiokafka.Producer):
+    """Faust's producer with the project's rule: idempotent, acks from every in-sync replica."""
+
+    def _settings_extra(self) -> dict[str, Any]:
+        return {**super()._settings_extra(), "acks": "all", "enable_idempotence": True}
+
+
+class Transport(faust_aiokafka.Transport):
+    Producer = IdempotentProducer
+
+
+class StreamsApp(faust.App):
+    def _new_transport(self):
+        return Transport(self.conf.broker_consumer, self, loop=self.loop)
+
+
+class KeyPartitionedTable(faust.Table):
+    """A table whose row for key k lives in partition murmur2(k), like every event keyed k.
+
+    Faust's default puts a row in the partition of the event being processed, which needs an
+    event (timers have none); its ``use_partitioner`` asks the producer, which may not have the
+    changelog's metadata yet. Both give the same answer as this for episode-keyed events.
+    """
+
+    _partitioner = DefaultPartitioner()
+
+    def partition_for_key(self, key: Any) -> int:
+        partitions = list(range(self.partitions))
+        return self._partitioner(key, partitions, partitions)
+
+
+def keyed_table(app: faust.App, name: str, partitions: int) -> faust.Table:
+    table = KeyPartitionedTable(
+        app,
+        name=name,
+        default=None,
+        partitions=partitions,
+        key_type=bytes,
+        beacon=app.tables.beacon,
+    )
+    return app.tables.add(table)
+
+
+def agent_sets() -> tuple[str, ...]:
+    chosen = os.environ.get("WEBGYM_STREAMS_AGENTS", "").strip()
+    if not chosen or chosen == "all":
+        return AGENT_SETS
+    names = tuple(sorted({name.strip() for name in chosen.split(",") if name.strip()}))
+    unknown = set(names) - set(AGENT_SETS)
+    if unknown:
+        raise SystemExit(
+            f"WEBGYM_STREAMS_AGENTS names unknown agents {sorted(unknown)}; "
+            f"choose from {', '.join(AGENT_SETS)} (or 'all')"
+        )
+    return names
+
+
+def app_id(settings: Settings, sets: tuple[str, ...]) -> str:
+    base = f"{settings.topic_prefix}-streams"
+    return base if sets == AGENT_SETS else f"{base}-{'-'.join(sets)}"
+
+
+def build_app(settings: Settings, sets: tuple[str, ...]) -> faust.App:
+    name = app_id(settings, sets)
+    datadir = settings.state_dir / "faust" / name
+    datadir.mkdir(parents=True, exist_ok=True)
+    brokers = [f"kafka://{server}" for server in settings.bootstrap_servers.split(",")]
+    return StreamsApp(
+        name,
+        broker=brokers,
+        store="memory://",
+        processing_guarantee="at_least_once",
+        key_serializer="raw",
+        value_serializer="raw",
+        topic_partitions=settings.default_partitions,
+        topic_replication_factor=settings.replication_factor,
+        topic_disable_leader=True,  # no leader-only timers: one fewer internal topic
+        table_standby_replicas=0,  # a timer must only see rows of partitions it owns
+        # A dead worker's partitions move within seconds, not Kafka's default 45 s.
+        broker_session_timeout=settings.streams_session_timeout_s,
+        broker_heartbeat_interval=1.0,
+        broker_rebalance_timeout=2 * settings.streams_session_timeout_s,
+        stream_recovery_delay=0.2,  # start processing right after a rebalance
+        producer_acks=-1,
+        producer_max_request_size=LARGE_MESSAGE_BYTES + MIB,
+        consumer_max_fetch_size=LARGE_MESSAGE_BYTES + MIB,
+        web_enabled=False,
+        datadir=str(datadir),
+    )
+
+
+class Streams:
+    """The app with its topics, tables and shared helpers; agents are registered by ``wire``."""
+
+    def __init__(self, settings: Settings, sets: tuple[str, ...]):
+        self.settings = settings
+        self.sets = sets
+        self.app = build_app(settings, sets)
+        self.schemas = default_catalog()
+        self.rules = Rules.from_settings(settings)
+        self.catalog = TaskCatalog(settings, self.schemas)
+        self.topics = {
+            spec.suffix: self.app.topic(
+                spec.name(settings),
+                partitions=spec.partition_count(settings),
+                key_type=bytes,
+                value_type=bytes,
+                internal=False,
+            )
+            for spec in TOPICS
+        }
+        # raw key bytes: the row of episode e lives in the partition of e's events
+        self.episodes = keyed_table(self.app, "episodes", settings.default_partitions)
+        self.sampler = keyed_table(self.app, "curriculum", 1)
+        self._partitioner = DefaultPartitioner()
+
+    # -- shared helpers ---------------------------------------------------------------------------
+
+    async def decode(self, event: faust.types.EventT, expected: str) -> dict[str, Any] | None:
+        """The event's record, or None after routing a poison record to the dead-letter topic."""
+        message = event.message
+        try:
+            return self.schemas.decode(message.value, expected).record
+        except EventDecodeError as error:
+            record, headers = dead_letter(
+                message.topic, message.partition, message.offset, message.key, message.value, error
+            )
+            log.warning(
+                "poison record %s[%d]@%d -> dlq: %s",
+                message.topic,
+                message.partition,
+                message.offset,
+                error,
+            )
+            await self.topics["dlq"].send(
+                key=message.key, value=self.schemas.encode("dead_letter", record), headers=headers
+            )
+            return None
+
+    async def send(self, outputs: list[Output], wait: bool = False) -> None:
+        futures = []
+        for output in outputs:
+            value = self.schemas.encode(output.event_type, output.record)
+            futures.append(
+                await self.topics[output.topic].send(key=output.key.encode(), value=value)
+            )
+        if wait:
+            await asyncio.gather(*futures)
+
+    async def task(self, task_id: str) -> dict[str, Any] | None:
+        return self.catalog._tasks.get(task_id) or await asyncio.to_thread(
+            self.catalog.get, task_id
+        )
+
+    def owns(self, suffix: str, key: str) -> bool:
+        """Whether this worker holds the partition of ``key`` on topic ``suffix`` now."""
+        topic = self.topics[suffix]
+        count = topic.partitions or self.settings.default_partitions
+        partition = self._partitioner(key.encode(), list(range(count)), list(range(count)))
+        assignment = self.app.consumer.assignment()
+        return any(
+            tp.topic == topic.get_topic_name() and tp.partition == partition for tp in assignment
+        )
+
+    def row(self, episode_id: str) -> dict[str, Any] | None:
+        return self.episodes.get(episode_id.encode())
+
+    def rows(self) -> list[tuple[str, dict[str, Any]]]:
+        return [(key.decode(), state) for key, state in list(self.episodes.items())]
+
+    def set_row(self, episode_id: str, state: dict[str, Any] | None) -> None:
+        if state is None:
+            del self.episodes[episode_id.encode()]
+        else:
+            self.episodes[episode_id.encode()] = state
+
+    async def apply(self, episode_id: str, transition: Transition) -> None:
+        """Write the new row (if any), then send the outputs (Faust flushes both before commit)."""
+        if transition.changed and transition.state is not None:
+            self.set_row(episode_id, transition.state)
+        await self.send(transition.outputs)
+
+
+def wire(streams: Streams) -> None:
+    """Register the agents of the chosen sets on the app."""
+    from streams.agents import curriculum as on_curriculum
+    from streams.agents import episodes as on_episodes
+    from streams.agents import inferences as on_inferences
+    from streams.agents import leases
+    from streams.agents import observations as on_observations
+    from streams.agents import scored as on_scored
+    from streams.agents import trajectories as on_trajectories
+
+    if "orchestrator" in streams.sets:
+        on_episodes.register(streams)
+        on_observations.register(streams)
+        on_inferences.register(streams)
+        leases.register(streams, ENDED_KEPT_MS)
+    if "judge" in streams.sets:
+        on_trajectories.register(streams, Judging(streams.settings))
+    if "filter" in streams.sets:
+        on_scored.register(streams)
+    if "sampler" in streams.sets:
+        on_curriculum.register(streams)
+
+
+def create(settings: Settings | None = None, sets: tuple[str, ...] | None = None) -> Streams:
+    streams = Streams(settings or Settings(), sets or agent_sets())
+    wire(streams)
+    return streams
+
+
+streams = create()
+app = streams.app

@@ -1,0 +1,112 @@
+"""Which judge scores a trajectory, and the scored event it becomes.
+
+Practice-web tasks (``extra_json.source == "practice-web"``) have ground truth: the deterministic
+verifier of ``sites.verifier`` scores them. Other tasks go to the LLM rubric judge when one is
+configured (``WEBGYM_JUDGE_BASE_URL`` and ``WEBGYM_JUDGE_MODEL``); without one, or for an unknown
+task, the score is a judge error (reward 0), never a guess. Every score names its judge and version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from infra.settings import Settings
+from sites.verifier import JUDGE_NAME, JUDGE_VERSION, verify
+from streams.judges import Judge, Score
+from streams.observation_reader import ObservationReader, ObservationUnavailable
+
+
+class PracticeWebJudge:
+    """The deterministic verifier: facts in the answer, required pages visited."""
+
+    name = JUDGE_NAME
+    version = JUDGE_VERSION
+
+    async def score(
+        self, task: dict[str, Any], trajectory: dict[str, Any], screenshots: list[bytes]
+    ) -> Score:
+        visited = [step["url"] for step in trajectory["steps"] if step.get("url")]
+        if trajectory.get("final_url"):
+            visited.append(trajectory["final_url"])
+        verdict = verify(task, trajectory.get("final_answer"), visited)
+        return Score(verdict.reward, self.name, self.version, verdict.verdicts)
+
+
+def task_source(task: dict[str, Any]) -> str:
+    try:
+        return json.loads(task.get("extra_json") or "{}").get("source", "")
+    except json.JSONDecodeError:
+        return ""
+
+
+class Judging:
+    def __init__(self, settings: Settings, reader: ObservationReader | None = None):
+        self.verifier = PracticeWebJudge()
+        self.llm: Judge | None = None
+        if settings.judge_base_url and settings.judge_model:
+            from streams.judges.llm import LLMRubricJudge
+
+            key = settings.judge_api_key.get_secret_value() if settings.judge_api_key else None
+            self.llm = LLMRubricJudge(
+                settings.judge_base_url, settings.judge_model, api_key=key or "not-needed"
+            )
+        self._reader = reader
+        self._settings = settings
+
+    def judge_for(self, task: dict[str, Any]) -> Judge | None:
+        if task_source(task) == "practice-web":
+            return self.verifier
+        return self.llm
+
+    async def score(self, task: dict[str, Any] | None, trajectory: dict[str, Any]) -> Score:
+        if task is None:
+            return Score.error("none", "0", f"unknown task {trajectory['task_id']!r}")
+        judge = self.judge_for(task)
+        if judge is None:
+            return Score.error(
+                "none",
+                "0",
+                f"no judge for tasks of source {task_source(task) or 'unknown'!r}: set "
+                "WEBGYM_JUDGE_BASE_URL and WEBGYM_JUDGE_MODEL for the LLM rubric judge",
+            )
+        screenshots: list[bytes] = []
+        if judge is not self.verifier and trajectory.get("final_answer") is not None:
+            try:
+                screenshots = await asyncio.to_thread(self._screenshots, trajectory)
+            except ObservationUnavailable as error:
+                return Score.error(judge.name, judge.version, f"screenshots unavailable: {error}")
+        return await judge.score(task, trajectory, screenshots)
+
+    def _screenshots(self, trajectory: dict[str, Any], k: int = 3) -> list[bytes]:
+        if self._reader is None:
+            self._reader = ObservationReader(self._settings)
+        seen, shots = set(), []
+        for step in trajectory["steps"][::-1]:
+            if step["observation_event_id"] in seen:
+                continue
+            seen.add(step["observation_event_id"])
+            record = self._reader.fetch(
+                step["observation_partition"],
+                step["observation_offset"],
+                step["observation_event_id"],
+            )
+            shots.append(record["screenshot"])
+            if len(shots) == k:
+                break
+        return shots[::-1]
+
+
+def scored_event(trajectory: dict[str, Any], score: Score, block_reason: str | None) -> dict:
+    return {
+        **trajectory,
+        "event_id": f"{trajectory['episode_id']}:scored",
+        "reward": score.reward,
+        "verdicts": score.verdicts,
+        "judge_name": score.judge_name,
+        "judge_version": score.judge_version,
+        "judge_error": score.judge_error,
+        "blocked": block_reason is not None,
+        "block_reason": block_reason,
+    }

@@ -1,0 +1,61 @@
+"""Fetching one observation event by its place in the log (partition and offset).
+
+Trajectories name where each observation lies, so judges, replay and the learner read a
+screenshot straight from ``webgym.observations`` without a side store. Blocking (a Kafka consumer
+with manual assignment, no group, nothing committed); thread-safe; call it from a thread in async
+code. Raises :class:`ObservationUnavailable` when the record is gone (retention) or is not the
+event asked for.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from typing import Any
+
+from confluent_kafka import TopicPartition
+
+from infra.consumer import build_consumer
+from infra.settings import Settings
+from schemas.serde import EventDecodeError, SchemaCatalog, default_catalog
+
+
+class ObservationUnavailable(LookupError):
+    pass
+
+
+class ObservationReader:
+    def __init__(self, settings: Settings, catalog: SchemaCatalog | None = None):
+        self._topic = settings.topic("observations")
+        self._schemas = catalog or default_catalog()
+        self._consumer = build_consumer(
+            settings,
+            group_id=f"webgym-observation-reader-{uuid.uuid4().hex[:8]}",  # never commits
+            client_id="webgym-observation-reader",
+        )
+        self._lock = threading.Lock()
+
+    def fetch(
+        self, partition: int, offset: int, event_id: str | None = None, timeout_s: float = 10.0
+    ) -> dict[str, Any]:
+        if partition < 0 or offset < 0:
+            raise ObservationUnavailable(f"no log position recorded for {event_id or 'it'}")
+        with self._lock:
+            self._consumer.assign([TopicPartition(self._topic, partition, offset)])
+            message = self._consumer.poll(timeout_s)
+        where = f"{self._topic}[{partition}]@{offset}"
+        if message is None or message.error() is not None:
+            problem = "nothing arrived" if message is None else message.error().str()
+            raise ObservationUnavailable(f"cannot read {where}: {problem}")
+        if message.offset() != offset:
+            raise ObservationUnavailable(f"{where} is gone (retention); got {message.offset()}")
+        try:
+            record = self._schemas.decode(message.value(), "observation").record
+        except EventDecodeError as error:
+            raise ObservationUnavailable(f"{where} does not decode: {error}") from error
+        if event_id is not None and record["event_id"] != event_id:
+            raise ObservationUnavailable(f"{where} holds {record['event_id']}, not {event_id}")
+        return record
+
+    def close(self) -> None:
+        self._consumer.close()

@@ -1,0 +1,413 @@
+"""The orchestrator's rules: how one episode moves from event to event. Pure; no Kafka here.
+
+An episode's state is a JSON-serialisable dict (a row of the Faust ``episodes`` table). Each
+``on_*`` function takes the state and one input event and returns a :class:`Transition`: the new
+state and the events to emit. The cycle, with step numbers::
+
+    started            -> navigate (step 0)
+    observation s      -> infer request s+1 (context from the policy side's builder)
+    inference s        -> act s | end (answer, horizon, parse-error budget)
+    observation.failure-> end (aborted: the browser side failed)
+    timer              -> end (deadline: finished; lease expired: aborted)
+
+Guarantees the stream processor builds on:
+
+- Deterministic: the same state and input give the same output, with deterministic event ids
+  (``<episode>:<step>:navigate|infer|act``, ``<episode>:end``, ``<episode>:trajectory``), so a
+  re-delivered input reproduces exactly what downstream consumers already deduplicate.
+- Idempotent on ``event_id``: an input already applied changes nothing. If it is the *last*
+  input applied, its outputs are returned again (``resend``): after a crash the table may hold
+  the new state while the outputs were lost, and re-sending them is the repair.
+- One end per episode: once ended, every input is ignored; the end emits exactly one terminal
+  ``episode`` event, one trajectory and one ``curriculum`` notice for the sampler.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from agents.policy.context import Current, Step, build_context
+from streams.trajectories import assemble, next_observation
+
+APPLIED_MEMORY = 200  # input event ids remembered per episode (an episode has ~3 per step)
+
+
+@dataclass(frozen=True)
+class Output:
+    topic: str  # suffix in the topic table
+    event_type: str
+    key: str
+    record: dict[str, Any]
+
+    def as_list(self) -> list[Any]:
+        return [self.topic, self.event_type, self.key, self.record]
+
+    @classmethod
+    def from_list(cls, item: list[Any]) -> Output:
+        return cls(*item)
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What ends an episode, from the settings."""
+
+    horizons: dict[str, int]
+    parse_error_budget: int = 3
+    deadline_ms: int = 900_000
+    lease_ms: int = 120_000
+    navigate_timeout_ms: int = 30_000
+    act_timeout_ms: int = 10_000
+
+    @classmethod
+    def from_settings(cls, settings) -> Rules:
+        return cls(
+            horizons=dict(settings.horizons),
+            parse_error_budget=settings.parse_error_budget,
+            deadline_ms=int(settings.episode_deadline_s * 1000),
+            lease_ms=int(settings.episode_lease_s * 1000),
+        )
+
+    def horizon(self, difficulty: str) -> int:
+        return self.horizons.get(difficulty, max(self.horizons.values(), default=10))
+
+
+@dataclass
+class Transition:
+    state: dict[str, Any] | None
+    outputs: list[Output] = field(default_factory=list)
+    changed: bool = True  # False: nothing to write to the table
+
+    @classmethod
+    def unchanged(cls, state: dict[str, Any] | None) -> Transition:
+        return cls(state, [], False)
+
+
+def screenshot_digest(screenshot: bytes) -> str:
+    return hashlib.sha256(screenshot).hexdigest()
+
+
+# -- inputs ---------------------------------------------------------------------------------------
+
+
+def on_started(
+    state: dict[str, Any] | None,
+    started: dict[str, Any],
+    task: dict[str, Any] | None,
+    rules: Rules,
+    now_ms: int,
+) -> Transition:
+    """A ``started`` episode event: open the episode and ask a browser to navigate."""
+    event_id = started["event_id"]
+    if state is not None:
+        return _duplicate(state, event_id)
+    episode_id = started["episode_id"]
+    if task is None:
+        # A start for a task nobody published: end it at once so no slot stays taken.
+        state = _new_state(started, {"task_id": started["task_id"]}, rules, now_ms)
+        return _end(
+            state, event_id, "aborted", f"unknown task {started['task_id']!r}", None, now_ms
+        )
+    state = _new_state(started, task, rules, now_ms)
+    navigate = {
+        "event_id": f"{episode_id}:0:navigate",
+        "episode_id": episode_id,
+        "step": 0,
+        "ts": now_ms,
+        "url": state["start_url"],
+        "timeout_ms": rules.navigate_timeout_ms,
+        "allowed_hosts": [state["website"]] if state["website"] else [],
+        "task_id": state["task_id"],
+    }
+    state["status"] = "navigating"
+    return _emit(state, event_id, [Output("ops.navigate", "navigate_op", episode_id, navigate)])
+
+
+def on_observation(
+    state: dict[str, Any] | None,
+    observation: dict[str, Any],
+    partition: int,
+    offset: int,
+    now_ms: int,
+) -> Transition:
+    """The browser's answer to the pending operation: build the next inference request."""
+    if state is None:
+        return Transition.unchanged(None)  # not ours (yet): an episode this table never opened
+    event_id = observation["event_id"]
+    if event_id in state["applied"] or state["end"] is not None:
+        return _duplicate(state, event_id)
+    if observation.get("failure"):
+        # Whatever we wait for, the browser holding this episode is gone (a revoked partition
+        # reports while the policy thinks): the episode cannot go on.
+        reason = f"browser: {observation['failure']}"
+        return _end(_copy(state), event_id, "aborted", reason, None, now_ms)
+    if state["status"] not in ("navigating", "acting") or observation["step"] != state["step"]:
+        return Transition.unchanged(state)  # stale: not the observation we wait for
+    state = _copy(state)
+    current = {
+        "step": observation["step"],
+        "event_id": event_id,
+        "partition": partition,
+        "offset": offset,
+        "url": observation["url"],
+        "title": observation["title"],
+        "action_error": observation.get("action_error"),
+        "marks": observation.get("set_of_marks"),
+        "sha256": screenshot_digest(observation["screenshot"]),
+    }
+    state["current"] = current
+    state["lease_ts"] = now_ms
+    return _ask_policy(state, event_id, now_ms)
+
+
+def on_inference(
+    state: dict[str, Any] | None, inference: dict[str, Any], now_ms: int
+) -> Transition:
+    """The policy's reply: act on it, or end the episode."""
+    if state is None:
+        return Transition.unchanged(None)
+    event_id = inference["event_id"]
+    if event_id in state["applied"] or state["end"] is not None:
+        return _duplicate(state, event_id)
+    step = len(state["history"]) + 1
+    if state["status"] != "thinking" or inference["step"] != step:
+        return Transition.unchanged(state)
+    state = _copy(state)
+    current = state["current"]
+    action = inference.get("action")
+    state["history"].append(
+        {
+            "step": step,
+            "observation": current,
+            "inference_event_id": event_id,
+            "reply": inference["raw_text"],
+            "action": action,
+            "parse_error": inference.get("parse_error"),
+            "policy_version": inference["policy_version"],
+        }
+    )
+    if inference["policy_version"] not in state["policy_versions"]:
+        state["policy_versions"] = sorted([*state["policy_versions"], inference["policy_version"]])
+    state["policy_version"] = inference["policy_version"]
+    state["lease_ts"] = now_ms
+    if action is None:
+        state["parse_errors"] += 1
+        if state["parse_errors"] > state["parse_error_budget"]:
+            reason = f"parse errors: {state['parse_errors']} unparseable replies"
+            return _end(state, event_id, "finished", reason, None, now_ms)
+        if step >= state["horizon"]:
+            return _end(state, event_id, "finished", "horizon", None, now_ms)
+        return _ask_policy(state, event_id, now_ms)  # same screen, the error shown in the context
+    if action["kind"] == "answer":
+        return _end(state, event_id, "finished", "answer", action.get("text") or "", now_ms)
+    if step >= state["horizon"]:
+        return _end(state, event_id, "finished", "horizon", None, now_ms)
+    episode_id = state["episode_id"]
+    act = {
+        "event_id": f"{episode_id}:{step}:act",
+        "episode_id": episode_id,
+        "step": step,
+        "ts": now_ms,
+        "policy_version": inference["policy_version"],
+        "action": action,
+        "inference_event_id": event_id,
+        "timeout_ms": state["act_timeout_ms"],
+    }
+    state["status"] = "acting"
+    state["step"] = step
+    return _emit(state, event_id, [Output("ops.act", "act_op", episode_id, act)])
+
+
+def on_episode_event(
+    state: dict[str, Any] | None, event: dict[str, Any], now_ms: int
+) -> Transition:
+    """A terminal event some other writer produced (an operator's abort): end here too.
+
+    Our own terminal events come back this way as well; they find the episode ended already.
+    """
+    if state is None or state["end"] is not None:
+        return Transition.unchanged(state)
+    state = _copy(state)
+    reason = event.get("reason") or event["kind"]
+    transition = _end(
+        state, event["event_id"], event["kind"], reason, event.get("final_answer"), now_ms
+    )
+    # The terminal event exists already; only the trajectory and the sampler notice are new.
+    transition.outputs = [o for o in transition.outputs if o.topic != "episodes"]
+    transition.state["outbox"] = [o.as_list() for o in transition.outputs]
+    return transition
+
+
+def on_timer(state: dict[str, Any], now_ms: int) -> Transition:
+    """Deadline and lease checks; the input id names the decision, so a repeat is a no-op."""
+    if state["end"] is not None:
+        return Transition.unchanged(state)
+    if now_ms >= state["deadline_ts"]:
+        return _end(
+            _copy(state), f"{state['episode_id']}:deadline", "finished", "deadline", None, now_ms
+        )
+    if now_ms - state["lease_ts"] >= state["lease_ms"]:
+        side = {"thinking": "policy"}.get(state["status"], "browser")
+        reason = f"lease expired: no answer from the {side} side in {state['lease_ms'] // 1000} s"
+        return _end(_copy(state), f"{state['episode_id']}:lease", "aborted", reason, None, now_ms)
+    return Transition.unchanged(state)
+
+
+def resend(state: dict[str, Any]) -> list[Output]:
+    """The outputs of the last input applied (see the module docstring)."""
+    return [Output.from_list(item) for item in state.get("outbox", [])]
+
+
+# -- helpers --------------------------------------------------------------------------------------
+
+
+def _new_state(
+    started: dict[str, Any], task: dict[str, Any], rules: Rules, now_ms: int
+) -> dict[str, Any]:
+    difficulty = task.get("difficulty", "")
+    horizon = started.get("horizon") or rules.horizon(difficulty)
+    start_url = started.get("start_url") or task.get("start_url", "")
+    website = task.get("website") or urlsplit(start_url).hostname or ""
+    return {
+        "episode_id": started["episode_id"],
+        "task_id": started["task_id"],
+        "instruction": task.get("task_name", ""),
+        "website": website,
+        "difficulty": difficulty,
+        "start_url": start_url,
+        "horizon": horizon,
+        "started_ts": started["ts"],
+        "deadline_ts": started["ts"] + rules.deadline_ms,
+        "lease_ts": now_ms,
+        "lease_ms": rules.lease_ms,
+        "parse_error_budget": rules.parse_error_budget,
+        "act_timeout_ms": rules.act_timeout_ms,
+        "status": "starting",
+        "step": 0,
+        "current": None,
+        "history": [],
+        "parse_errors": 0,
+        "policy_version": None,
+        "policy_versions": [],
+        "applied": [],
+        "outbox": [],
+        "end": None,
+    }
+
+
+def _copy(state: dict[str, Any]) -> dict[str, Any]:
+    # Table rows are replaced, never mutated in place: the memory store keeps the object.
+    return json.loads(json.dumps(state))
+
+
+def _duplicate(state: dict[str, Any], event_id: str) -> Transition:
+    if state["applied"] and state["applied"][-1] == event_id:
+        return Transition(state, resend(state), changed=False)
+    return Transition.unchanged(state)
+
+
+def _emit(state: dict[str, Any], event_id: str, outputs: list[Output]) -> Transition:
+    state["applied"] = [*state["applied"], event_id][-APPLIED_MEMORY:]
+    state["outbox"] = [o.as_list() for o in outputs]
+    return Transition(state, outputs)
+
+
+def _ask_policy(state: dict[str, Any], event_id: str, now_ms: int) -> Transition:
+    step = len(state["history"]) + 1
+    if step > state["horizon"]:
+        return _end(state, event_id, "finished", "horizon", None, now_ms)
+    current = state["current"]
+    history = [
+        Step(
+            step=h["step"],
+            observation_event_id=h["observation"]["event_id"],
+            title=h["observation"]["title"],
+            url=h["observation"]["url"],
+            reply=h["reply"],
+            action=h["action"],
+            parse_error=h["parse_error"],
+            page_changed=_page_changed(state, index),
+            marks=h["observation"].get("marks"),
+        )
+        for index, h in enumerate(state["history"])
+    ]
+    last = state["history"][-1] if state["history"] else None
+    repeated_error = last is not None and last["action"] is None  # no action ran: no new error
+    context = build_context(
+        state["instruction"],
+        history,
+        Current(
+            step=step,
+            observation_event_id=current["event_id"],
+            title=current["title"],
+            url=current["url"],
+            action_error=None if repeated_error else current["action_error"],
+            marks=current.get("marks"),
+        ),
+    )
+    episode_id = state["episode_id"]
+    request = {
+        "event_id": f"{episode_id}:{step}:infer",
+        "episode_id": episode_id,
+        "step": step,
+        "ts": now_ms,
+        "policy_version": state["policy_version"],
+        "task_id": state["task_id"],
+        "mode": context.mode,
+        "messages_json": json.dumps(context.messages),
+        "observation_event_ids": context.observation_event_ids,
+        "memory": context.memory,
+        "deadline_ts": state["deadline_ts"],
+    }
+    state["status"] = "thinking"
+    state["step"] = step
+    return _emit(state, event_id, [Output("ops.infer", "infer_request", episode_id, request)])
+
+
+def _page_changed(state: dict[str, Any], index: int) -> bool:
+    """Did the screen change after the action of history step ``index``?"""
+    after = next_observation(state, index)
+    return after is None or after["sha256"] != state["history"][index]["observation"]["sha256"]
+
+
+def _end(
+    state: dict[str, Any],
+    event_id: str,
+    kind: str,
+    reason: str,
+    final_answer: str | None,
+    now_ms: int,
+) -> Transition:
+    episode_id = state["episode_id"]
+    state["status"] = "ended"
+    state["end"] = {"kind": kind, "reason": reason, "final_answer": final_answer, "ts": now_ms}
+    terminal = {
+        "event_id": f"{episode_id}:end",
+        "episode_id": episode_id,
+        "step": len(state["history"]),
+        "ts": now_ms,
+        "policy_version": state["policy_version"],
+        "kind": kind,
+        "task_id": state["task_id"],
+        "start_url": state.get("start_url"),
+        "horizon": state.get("horizon"),
+        "reason": reason,
+        "final_answer": final_answer,
+    }
+    ended = {
+        "event_id": f"{episode_id}:ended",
+        "ts": now_ms,
+        "kind": "episode_ended",
+        "episode_id": episode_id,
+        "task_id": state["task_id"],
+        "website": state.get("website"),
+        "reason": f"{kind}: {reason}",
+    }
+    outputs = [Output("episodes", "episode", episode_id, terminal)]
+    if state.get("instruction") is not None and "history" in state:
+        outputs.append(Output("trajectories", "trajectory", episode_id, assemble(state)))
+    outputs.append(Output("curriculum", "curriculum", "sampler", ended))
+    return _emit(state, event_id, outputs)
