@@ -50,6 +50,8 @@ class RunOptions:
     seed: int = 0
     difficulty_ratios: dict[str, float] = field(default_factory=dict)
     stall_timeout_s: float = 180.0  # no episode ended for this long: the run failed
+    # The task set to publish; empty: the generated practice-web tasks of the sites.
+    tasks: tuple[dict[str, Any], ...] = ()
     run_id: str = ""
 
 
@@ -107,13 +109,19 @@ class Child:
     name: str
     process: subprocess.Popen
     log: Path
+    argv: list[str]
+    env: dict[str, str]
 
     @classmethod
     def start(cls, name: str, argv: list[str], env: dict[str, str], log_dir: Path) -> Child:
         log = log_dir / f"{name}.log"
-        handle = log.open("wb")
+        handle = log.open("ab")
         process = subprocess.Popen(argv, env=env, stdout=handle, stderr=subprocess.STDOUT)
-        return cls(name, process, log)
+        return cls(name, process, log, argv, env)
+
+    def restart(self, suffix: str) -> Child:
+        """The same command again, logging to ``<name>-<suffix>.log`` (after a kill)."""
+        return Child.start(f"{self.name}-{suffix}", self.argv, self.env, self.log.parent)
 
     def text(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
@@ -152,7 +160,7 @@ class Child:
 
 def faust_argv() -> list[str]:
     faust = shutil.which("faust", path=str(Path(sys.executable).parent)) or "faust"
-    return [faust, "-A", "streams.app", "worker", "-l", "info"]
+    return [faust, "-A", "streams.app", "worker", "-l", "info", "--without-web"]
 
 
 def start_faust(env: dict[str, str], log_dir: Path, name: str = "streams") -> Child:
@@ -269,7 +277,7 @@ def run_local(
         settings = settings.model_copy(
             update={"practice_web_address": f"{host or '127.0.0.1'}:{server.port}"}
         )
-        tasks = generate_tasks(sites, seed=options.seed)
+        tasks = list(options.tasks) or generate_tasks(sites, seed=options.seed)
         report(f"publishing {len(tasks)} tasks to {settings.topic('tasks')}...")
         publish_tasks(settings, tasks)
         env = settings_env(settings)

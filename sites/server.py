@@ -8,7 +8,8 @@ within about a second even while ``/__webgym/hang`` requests are waiting.
 
 Test-support paths, on every host: ``/__webgym/hang`` (answers only when the server stops, or
 after 300 s), ``/__webgym/slow?ms=N`` (answers after N ms, at most 120 000),
-``/__webgym/download`` (an attachment) and ``/__webgym/popup`` (a new-tab link and dialogs).
+``/__webgym/download`` (an attachment), ``/__webgym/popup`` (a new-tab link and dialogs) and
+``/__webgym/captcha`` (a bot wall, as real sites show crawlers: blocked-site detection).
 """
 
 from __future__ import annotations
@@ -272,4 +273,11 @@ class PracticeWebServer:
             return Response(200, body, "text/csv", (("Content-Disposition", disposition),))
         if path == "/__webgym/popup":
             return Response(200, _POPUP.encode())
+        if path == "/__webgym/captcha":
+            body = (
+                "<h1>Verify you are human</h1><p>We have detected unusual traffic from your "
+                "network. Complete the CAPTCHA to continue.</p><p><label><input type=checkbox> "
+                "I am not a robot</label></p>"
+            )
+            return Response(403, _page("Verify you are human", body))
         return Response(404, _page("Not found", "<h1>No such test page</h1>"))

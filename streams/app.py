@@ -134,7 +134,10 @@ def build_app(settings: Settings, sets: tuple[str, ...]) -> faust.App:
         producer_acks=-1,
         producer_max_request_size=LARGE_MESSAGE_BYTES + MIB,
         consumer_max_fetch_size=LARGE_MESSAGE_BYTES + MIB,
-        web_enabled=False,
+        # `faust worker` serves its status pages unless --without-web: on loopback only, and
+        # give each worker on one host its own --web-port.
+        web_bind="127.0.0.1",
+        web_host="127.0.0.1",
         datadir=str(datadir),
     )
 

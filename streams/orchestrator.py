@@ -228,8 +228,11 @@ def on_episode_event(
 
     Our own terminal events come back this way as well; they find the episode ended already.
     """
-    if state is None or state["end"] is not None:
+    if state is None:
         return Transition.unchanged(state)
+    if state["end"] is not None:
+        # A re-delivered abort that ended the episode re-sends its trajectory and notice.
+        return _duplicate(state, event["event_id"])
     state = _copy(state)
     reason = event.get("reason") or event["kind"]
     transition = _end(

@@ -1,6 +1,7 @@
 """One session-scoped stack for every integration test.
 
-By default the fixture brings up the project's local stack (`webgym up`, idempotent). To run the
+By default the fixture (``stack_settings``, in ``tests/conftest.py``) brings up the project's
+local stack (`webgym up`, idempotent). To run the
 tests against an existing cluster instead, set WEBGYM_TEST_EXISTING_STACK=1 together with the
 usual WEBGYM_BOOTSTRAP_SERVERS / WEBGYM_MINIO_* settings. Each session writes to topics under a
 fresh prefix, so runs never see each other's records.
@@ -8,13 +9,11 @@ fresh prefix, so runs never see each other's records.
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 
 import pytest
 
-from infra import stack
 from infra.consumer import EventConsumer, build_consumer
 from infra.dead_letters import DeadLetterRouter
 from infra.producer import EventProducer
@@ -26,15 +25,6 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if "tests/integration" in str(item.fspath):
             item.add_marker(pytest.mark.integration)
-
-
-@pytest.fixture(scope="session")
-def stack_settings() -> Settings:
-    """Settings of the running stack (shared topic prefix: only for stack-level checks)."""
-    settings = Settings()
-    if os.environ.get("WEBGYM_TEST_EXISTING_STACK") != "1":
-        stack.up(settings, report=lambda line: None)
-    return settings
 
 
 @pytest.fixture(scope="session")
