@@ -5,6 +5,7 @@ loudly with its traceback."""
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import time
 from collections.abc import Callable
@@ -166,6 +167,9 @@ def run(
     ] = 0.3,
     sites: Annotated[int, typer.Option(min=1, help="practice-web sites to generate")] = 50,
     seed: Annotated[int, typer.Option(help="sites, tasks and sampling seed")] = 0,
+    summary_json: Annotated[
+        Path | None, typer.Option(help="also write the summary figures to this JSON file")
+    ] = None,
 ) -> None:
     """The main job: the whole rollout loop on the practice web, on the local stack.
 
@@ -221,6 +225,33 @@ def run(
         finally:
             progress.stop()
     _print_summary(summary)
+    if summary_json is not None:
+        summary_json.parent.mkdir(parents=True, exist_ok=True)
+        summary_json.write_text(json.dumps(summary.figures(), indent=2) + "\n")
+        console.print(f"summary written to {summary_json}")
+
+
+@app.command()
+@user_errors
+def smoke() -> None:
+    """Check the local stack end to end in seconds, without the loop.
+
+    A Chromium screenshot of a local page, carried as an observation event through Kafka and a
+    consumer group, and stored in MinIO; any mismatch fails with a non-zero exit.
+    """
+    from infra.smoke import run_smoke  # imports Playwright: only when the job runs
+
+    settings = _settings()
+    with console.status("starting the local stack...") as spinner:
+        stack.up(settings, report=spinner.update)
+        spinner.update("creating topics...")
+        create_topics(settings)
+        result = run_smoke(settings, progress=spinner.update)
+    console.print(
+        f"[green]ok[/] episode {result.episode_id}: screenshot {result.screenshot_bytes} bytes "
+        f"of '{result.title}', Kafka round trip {result.kafka_round_trip_s * 1000:.0f} ms, "
+        f"stored at {result.minio_object}"
+    )
 
 
 def _print_summary(summary) -> None:

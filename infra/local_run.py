@@ -87,6 +87,27 @@ class RunSummary:
     def repetition_share(self) -> float:
         return self.repeated_steps / self.steps if self.steps else 0.0
 
+    def figures(self) -> dict[str, Any]:
+        """The summary as plain numbers (``--summary-json``)."""
+        return {
+            "run_id": self.run_id,
+            "episodes_started": self.started,
+            "episodes_ended": self.ended,
+            "finished": self.finished,
+            "aborted": self.aborted,
+            "judged": self.judged,
+            "successes": self.successes,
+            "success_rate": round(self.success_rate, 4),
+            "judge_errors": self.judge_errors,
+            "steps": self.steps,
+            "repeated_steps": self.repeated_steps,
+            "repetition_share": round(self.repetition_share, 4),
+            "wall_s": round(self.wall_s, 2),
+            "steps_per_s": round(self.steps_per_s, 3),
+            "episodes_per_hour": round(self.episodes_per_hour, 1),
+            "terminations": dict(self.terminations),
+        }
+
 
 def settings_env(settings: Settings) -> dict[str, str]:
     """The environment that gives a child process the same settings."""

@@ -1,4 +1,4 @@
-"""The README's main command, `webgym run`, on the local stack."""
+"""`webgym smoke`: the stack checked end to end without the loop."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ def test_smoke_job_round_trips_a_screenshot(settings):
     assert result.minio_object.startswith(f"s3://{settings.artifacts_bucket}/smoke/")
 
 
-def test_webgym_run_exits_zero(stack_settings):
+def test_webgym_smoke_exits_zero(stack_settings):
     completed = subprocess.run(
-        [sys.executable, "-m", "infra.cli", "run"], capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "infra.cli", "smoke"], capture_output=True, text=True, timeout=300
     )
     assert completed.returncode == 0, completed.stderr
     assert "ok episode smoke-" in completed.stdout
