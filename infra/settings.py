@@ -101,6 +101,7 @@ class Settings(BaseSettings):
     )
     judge_model: str | None = Field(None, description="model name the LLM judge asks for")
     judge_api_key: SecretStr | None = Field(None, description="API key of the judge endpoint")
+    judge_max_tokens: int = Field(1024, ge=1, description="reply length limit of the LLM judge")
     judge_concurrency: int = Field(
         8, ge=1, description="trajectories judged at once (slow judges never stall the stream)"
     )

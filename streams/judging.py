@@ -50,7 +50,10 @@ class Judging:
 
             key = settings.judge_api_key.get_secret_value() if settings.judge_api_key else None
             self.llm = LLMRubricJudge(
-                settings.judge_base_url, settings.judge_model, api_key=key or "not-needed"
+                settings.judge_base_url,
+                settings.judge_model,
+                api_key=key or "not-needed",
+                max_tokens=settings.judge_max_tokens,
             )
         self._reader = reader
         self._settings = settings
