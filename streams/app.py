@@ -87,6 +87,9 @@ def keyed_table(app: faust.App, name: str, partitions: int) -> faust.Table:
         partitions=partitions,
         key_type=bytes,
         beacon=app.tables.beacon,
+        # Roll segments hourly so compaction can drop ended rows: a restarted worker recovers
+        # the live episodes, not the whole history.
+        extra_topic_configs={"segment.ms": str(60 * 60 * 1000)},
     )
     return app.tables.add(table)
 
@@ -201,9 +204,7 @@ class Streams:
             await asyncio.gather(*futures)
 
     async def task(self, task_id: str) -> dict[str, Any] | None:
-        return self.catalog._tasks.get(task_id) or await asyncio.to_thread(
-            self.catalog.get, task_id
-        )
+        return self.catalog.cached(task_id) or await asyncio.to_thread(self.catalog.get, task_id)
 
     def owns(self, suffix: str, key: str) -> bool:
         """Whether this worker holds the partition of ``key`` on topic ``suffix`` now."""

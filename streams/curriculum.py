@@ -86,6 +86,18 @@ def copy(state: dict[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(state))
 
 
+def short_of_target(state: dict[str, Any], tasks: list[dict[str, Any]], now_ms: int) -> bool:
+    """Whether a top-up would start an episode now (fewer in flight, budget and a task left)."""
+    target = state["target"]
+    budget = target["max_episodes"]
+    if len(state["in_flight"]) >= target["in_flight"]:
+        return False
+    if budget is not None and state["started_total"] >= budget:
+        return False
+    blocked = {site: t for site, t in state["blocked"].items() if t > now_ms}
+    return pick_task(tasks, target["ratios"], blocked, random.Random(0)) is not None
+
+
 def started_events(state: dict[str, Any], picked: list[Picked], now_ms: int) -> list[Output]:
     return [_started(state, p.episode_id, now_ms, p.task) for p in picked]
 

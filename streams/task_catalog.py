@@ -39,6 +39,10 @@ class TaskCatalog:
     def tasks(self) -> list[dict[str, Any]]:
         return list(self._tasks.values())
 
+    def cached(self, task_id: str) -> dict[str, Any] | None:
+        """The task if it was read already; never blocks."""
+        return self._tasks.get(task_id)
+
     def get(self, task_id: str) -> dict[str, Any] | None:
         task = self._tasks.get(task_id)
         if task is None:

@@ -1,16 +1,19 @@
 """``webgym.curriculum`` -> the task sampler -> ``started`` episodes on ``webgym.episodes``.
 
-One partition, one row: whichever worker holds it keeps N episodes in flight. A timer tops up
-when tasks arrive late or a blocked site's cooldown ends; its starts are acknowledged before the
-row changes (same ids if repeated).
+One partition, one row: whichever worker holds it keeps N episodes in flight. When tasks arrive
+late or a blocked site's cooldown ends, a timer notices the shortfall and sends a ``tick`` through
+the same topic: every change of the row is an input Kafka can re-deliver, so the idempotency rules
+of ``streams.curriculum`` cover it too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 from infra.producer import now_ms
 from streams import curriculum
+from streams.orchestrator import Output
 
 KEY = b"sampler"
 
@@ -42,12 +45,9 @@ def register(streams, interval_s: float = 2.0) -> None:
         state = streams.sampler.get(KEY)
         if state is None or not streams.owns("curriculum", KEY.decode()):
             return
-        available = await tasks()
-        state = curriculum.copy(state)
-        picked = curriculum.top_up(state, available, streams.rules, now_ms())
-        if picked:
-            await streams.send(curriculum.started_events(state, picked, now_ms()), wait=True)
-            streams.sampler[KEY] = state
+        if curriculum.short_of_target(state, await tasks(), now_ms()):
+            tick = {"event_id": f"tick:{uuid.uuid4().hex}", "ts": now_ms(), "kind": "tick"}
+            await streams.send([Output("curriculum", "curriculum", KEY.decode(), tick)])
 
     @streams.app.timer(interval=10.0)
     async def refresh_tasks():

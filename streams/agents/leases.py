@@ -1,7 +1,10 @@
 """A timer over the episodes this worker holds: deadlines, leases, and forgetting ended rows.
 
-Timer decisions are not inputs Kafka can re-deliver, so their outputs are sent and acknowledged
-before the row changes: a crash in between repeats the same decision (same event ids) later.
+A timer decision is applied like an input: the row is written, then the outputs are queued, with
+no await in between, so no handler can interleave. Kafka cannot re-deliver a timer decision, so
+after a restart the first pass re-sends the outputs of every end a timer made (same event ids:
+consumers drop the copies): a crash between the row reaching the changelog and the outputs
+reaching their topics loses nothing.
 """
 
 from __future__ import annotations
@@ -13,8 +16,12 @@ from streams import orchestrator
 
 log = logging.getLogger(__name__)
 
+TIMER_INPUTS = (":deadline", ":lease")
+
 
 def register(streams, ended_kept_ms: int, interval_s: float = 1.0) -> None:
+    resent: set[str] = set()  # per process: ends made by a timer whose outputs were re-sent
+
     @streams.app.timer(interval=interval_s)
     async def leases():
         now = now_ms()
@@ -25,9 +32,13 @@ def register(streams, ended_kept_ms: int, interval_s: float = 1.0) -> None:
             if end is not None:
                 if now - end["ts"] > ended_kept_ms:
                     streams.set_row(episode_id, None)
+                elif episode_id not in resent and state["applied"][-1].endswith(TIMER_INPUTS):
+                    resent.add(episode_id)
+                    await streams.send(orchestrator.resend(state))
                 continue
             transition = orchestrator.on_timer(state, now)
             if transition.changed:
                 log.info("episode %s: %s", episode_id, transition.state["end"]["reason"])
-                await streams.send(transition.outputs, wait=True)
+                resent.add(episode_id)
                 streams.set_row(episode_id, transition.state)
+                await streams.send(transition.outputs)

@@ -10,7 +10,7 @@ from typing import Any
 from schemas.serde import default_catalog
 from sites import generate_sites
 from sites.tasks import generate_tasks
-from streams.curriculum import apply, pick_task
+from streams.curriculum import apply, pick_task, short_of_target
 from streams.orchestrator import Output, Rules
 
 TASKS = generate_tasks(generate_sites(count=3))
@@ -213,3 +213,26 @@ def test_the_state_given_is_never_changed_in_place():
     before = json.dumps(state, sort_keys=True)
     step(state, ended("r1-000000"))
     assert json.dumps(state, sort_keys=True) == before
+
+
+def test_a_tick_tops_up_only_when_short_and_something_can_be_sampled():
+    tasks = generate_tasks(generate_sites(count=2))
+    rules = Rules(horizons={"easy": 10, "medium": 20, "hard": 30})
+    target = {
+        "event_id": "t",
+        "ts": 1,
+        "kind": "target",
+        "in_flight": 2,
+        "run_id": "r",
+        "max_episodes": 3,
+    }
+    state, started, _ = apply(None, target, [], rules, 1000)  # no tasks yet: nothing starts
+    assert started == [] and not short_of_target(state, [], 1000)
+    assert short_of_target(state, tasks, 1000)
+    state, started, _ = apply(
+        state, {"event_id": "tick:1", "ts": 2, "kind": "tick"}, tasks, rules, 2000
+    )
+    assert [o.record["episode_id"] for o in started] == ["r-000000", "r-000001"]
+    assert not short_of_target(state, tasks, 2000)  # the target is in flight
+    blocked = {**state, "in_flight": {}, "blocked": {t["website"]: 10**13 for t in tasks}}
+    assert not short_of_target(blocked, tasks, 2000)  # every site behind a wall
