@@ -167,6 +167,10 @@ def run(
     ] = 0.3,
     sites: Annotated[int, typer.Option(min=1, help="practice-web sites to generate")] = 50,
     seed: Annotated[int, typer.Option(help="sites, tasks and sampling seed")] = 0,
+    ratios: Annotated[
+        str,
+        typer.Option(help="sampling weight per difficulty, e.g. easy=2,hard=1 (default uniform)"),
+    ] = "",
     summary_json: Annotated[
         Path | None, typer.Option(help="also write the summary figures to this JSON file")
     ] = None,
@@ -189,6 +193,7 @@ def run(
     if base_url:
         policy_args += ["--base-url", base_url]
     options = RunOptions(
+        difficulty_ratios=_ratios(ratios),
         episodes=episodes,
         in_flight=in_flight,
         policy=policy,
@@ -252,6 +257,21 @@ def smoke() -> None:
         f"of '{result.title}', Kafka round trip {result.kafka_round_trip_s * 1000:.0f} ms, "
         f"stored at {result.minio_object}"
     )
+
+
+def _ratios(text: str) -> dict[str, float]:
+    ratios = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, _, value = part.partition("=")
+        try:
+            ratios[name.strip()] = float(value)
+        except ValueError:
+            raise SettingsError(
+                f"--ratios: {part!r} is not difficulty=weight; write e.g. easy=2,medium=1,hard=1"
+            ) from None
+    if ratios and not any(weight > 0 for weight in ratios.values()):
+        raise SettingsError("--ratios: at least one difficulty needs a weight above 0")
+    return ratios
 
 
 def _print_summary(summary) -> None:

@@ -245,3 +245,34 @@ def test_a_bot_wall_keeps_its_site_out_of_training_and_sampling(run_settings):
         and task_site[e.record["task_id"]] == walled
     ]
     assert not late_walled  # sampled no more once the notice was in
+
+
+def test_a_silent_policy_side_ends_episodes_by_lease(run_settings):
+    settings = run_settings.model_copy(update={"episode_lease_s": 4.0})
+    killed = []
+
+    def kill_policy(summary, children):
+        if summary.ended >= 4 and not killed:
+            children.pop("policy worker").kill()  # and none comes back
+            killed.append(summary.ended)
+
+    options = RunOptions(
+        episodes=12,
+        in_flight=4,
+        error_rate=0.0,
+        sites=SITES,
+        seed=1,
+        run_id=f"e2e-l{uuid.uuid4().hex[:6]}",
+    )
+    summary = run_local(settings, options, on_progress=kill_policy, start_stack=False)
+    log = _run_log(settings, summary.run_id)
+    ends = [e.record for e in log["episodes"] if e.record["kind"] != "started"]
+    assert len(ends) == 12 and len({e["episode_id"] for e in ends}) == 12
+    leased = [e for e in ends if e["kind"] == "aborted"]
+    assert len(leased) >= 12 - killed[0] - 4  # at most the in-flight ones finished meanwhile
+    for end in leased:
+        assert end["reason"] == "lease expired: no answer from the policy side in 4 s", end
+    scored = {e.record["episode_id"]: e.record for e in _first_copies(log["trajectories.scored"])}
+    successes = {e.record["episode_id"] for e in log["trajectories.success"]}
+    for end in leased:
+        assert scored[end["episode_id"]]["aborted"] and end["episode_id"] not in successes

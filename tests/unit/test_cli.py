@@ -15,6 +15,7 @@ COMMANDS = [
     ["down"],
     ["status"],
     ["run"],
+    ["smoke"],
     ["topics", "create"],
     ["topics", "list"],
     ["topics", "describe"],
@@ -51,3 +52,11 @@ def test_invalid_setting_is_named(monkeypatch):
     result = runner.invoke(app, ["down"])
     assert result.exit_code == 1
     assert "default_partitions" in result.output
+
+
+@pytest.mark.parametrize("ratios", ["easy=x", "easy", "easy=0,hard=0"])
+def test_bad_difficulty_ratios_are_refused_before_anything_starts(ratios):
+    result = runner.invoke(app, ["run", "--ratios", ratios])
+    assert result.exit_code == 1
+    assert "--ratios" in result.output
+    assert "easy=2" in result.output or "above 0" in result.output
