@@ -4,18 +4,32 @@ Practice-web tasks (``extra_json.source == "practice-web"``) have ground truth: 
 verifier of ``sites.verifier`` scores them. Other tasks go to the LLM rubric judge when one is
 configured (``WEBGYM_JUDGE_BASE_URL`` and ``WEBGYM_JUDGE_MODEL``); without one, or for an unknown
 task, the score is a judge error (reward 0), never a guess. Every score names its judge and version.
+A judge endpoint that refuses the client (bad key, no permission, unknown model) is logged as an
+error and recorded on each score as a judge error: the stream never stops on a judge.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import Any
+
+import openai
 
 from infra.settings import Settings
 from sites.verifier import JUDGE_NAME, JUDGE_VERSION, verify
 from streams.judges import Judge, Score
 from streams.observation_reader import ObservationReader, ObservationUnavailable
+
+log = logging.getLogger(__name__)
+
+# Raised by the LLM judge when the endpoint refuses us as a client, not this trajectory.
+CONFIGURATION_ERRORS = (
+    openai.AuthenticationError,
+    openai.PermissionDeniedError,
+    openai.NotFoundError,
+)
 
 
 class PracticeWebJudge:
@@ -80,7 +94,15 @@ class Judging:
                 screenshots = await asyncio.to_thread(self._screenshots, trajectory)
             except ObservationUnavailable as error:
                 return Score.error(judge.name, judge.version, f"screenshots unavailable: {error}")
-        return await judge.score(task, trajectory, screenshots)
+        try:
+            return await judge.score(task, trajectory, screenshots)
+        except CONFIGURATION_ERRORS as error:
+            # The judge refuses us (key, permission, model name): every trajectory would fail
+            # the same way. Record it on the score, where `webgym rescore` can redo it, and say
+            # loudly what to fix; the stream itself goes on.
+            log.error("the judge %s refuses requests: %s; fix WEBGYM_JUDGE_*", judge.name, error)
+            problem = f"judge configuration error ({type(error).__name__}): {error}"
+            return Score.error(judge.name, judge.version, problem[:2000])
 
     def _screenshots(self, trajectory: dict[str, Any], k: int = 3) -> list[bytes]:
         if self._reader is None:

@@ -281,3 +281,28 @@ def test_the_scored_event_fits_its_schema_and_feeds_the_filter():
     catalog.encode("scored_trajectory", walled)
     assert walled["blocked"] is True
     assert not is_success(walled)
+
+
+def test_a_judge_that_refuses_the_client_gives_judge_errors_not_a_dead_stream():
+    import httpx
+    import openai
+
+    from streams.judging import Judging
+
+    class Refusing:
+        name, version = "llm:missing-model", "rubric-v1"
+
+        async def score(self, task, trajectory, screenshots):
+            request = httpx.Request("POST", "http://judge.invalid/v1/chat/completions")
+            raise openai.NotFoundError(
+                "model not found", response=httpx.Response(404, request=request), body=None
+            )
+
+    judging = Judging(Settings())
+    judging.llm = Refusing()
+    task = {"task_id": "t", "extra_json": json.dumps({"source": "webgym"})}
+    trajectory = {"task_id": "t", "final_answer": None, "steps": []}
+    score = asyncio.run(judging.score(task, trajectory))
+    assert score.reward == 0.0
+    assert score.judge_name == "llm:missing-model"
+    assert score.judge_error.startswith("judge configuration error (NotFoundError)")
