@@ -32,6 +32,7 @@ from infra.topic_admin import (
 )
 from infra.topics import MIB, TOPICS
 from sites.cli import sites_app
+from tasks.cli import tasks_app
 
 console = Console()
 errors = Console(stderr=True)
@@ -45,6 +46,7 @@ app = typer.Typer(
 topics_app = typer.Typer(help="The Kafka topics of the topic table.", no_args_is_help=True)
 app.add_typer(topics_app, name="topics")
 app.add_typer(sites_app, name="sites")
+app.add_typer(tasks_app, name="tasks")
 worker_app = typer.Typer(
     help="Workers: consumer-group members that serve one topic family.", no_args_is_help=True
 )
@@ -157,9 +159,16 @@ def status() -> None:
 def run(
     episodes: Annotated[int, typer.Option(min=1, help="episodes to run (and judge)")] = 60,
     in_flight: Annotated[int, typer.Option(min=1, help="episodes kept in flight at once")] = 8,
+    task_set: Annotated[
+        str, typer.Option("--tasks", help="practice-web (generated sites) or miniwob (MiniWoB++)")
+    ] = "practice-web",
     policy: Annotated[
-        str, typer.Option(help="policy backend: scripted (ground truth), local, openai, vllm")
-    ] = "scripted",
+        str,
+        typer.Option(
+            help="policy backend: scripted (practice-web ground truth), heuristic (MiniWoB++), "
+            "local, openai, vllm; default: the one for --tasks"
+        ),
+    ] = "",
     model: Annotated[str, typer.Option(help="checkpoint or served model (not scripted)")] = "",
     base_url: Annotated[str | None, typer.Option(help="openai: the server's /v1 URL")] = None,
     error_rate: Annotated[
@@ -187,12 +196,16 @@ def run(
     from infra.local_run import RunOptions, run_local
 
     settings = _settings()
+    if task_set not in ("practice-web", "miniwob"):
+        raise SettingsError(f"--tasks {task_set!r}: choose practice-web or miniwob")
+    policy = policy or ("heuristic" if task_set == "miniwob" else "scripted")
     policy_args: list[str] = []
     if model:
         policy_args += ["--model", model]
     if base_url:
         policy_args += ["--base-url", base_url]
     options = RunOptions(
+        task_set=task_set,
         difficulty_ratios=_ratios(ratios),
         episodes=episodes,
         in_flight=in_flight,
@@ -411,7 +424,11 @@ def worker_browser(
 @user_errors
 def worker_policy(
     backend: Annotated[
-        str, typer.Option(help="local (transformers), openai (HTTP), vllm (GPU) or scripted")
+        str,
+        typer.Option(
+            help="local (transformers), openai (HTTP), vllm (GPU), scripted (practice-web ground "
+            "truth) or heuristic (MiniWoB++ by the marks table)"
+        ),
     ] = "local",
     model: Annotated[
         str,

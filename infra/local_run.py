@@ -33,6 +33,7 @@ from infra.settings import Settings
 from sites import generate_sites
 from sites.server import PracticeWebServer
 from sites.tasks import generate_tasks
+from tasks import miniwob
 
 
 class RunFailed(RuntimeError):
@@ -50,8 +51,10 @@ class RunOptions:
     seed: int = 0
     difficulty_ratios: dict[str, float] = field(default_factory=dict)
     stall_timeout_s: float = 180.0  # no episode ended for this long: the run failed
-    # The task set to publish; empty: the generated practice-web tasks of the sites.
+    # The task set to publish; empty: the generated practice-web tasks of the sites, or with
+    # task_set "miniwob" the MiniWoB++ tasks a marks-reading policy can solve.
     tasks: tuple[dict[str, Any], ...] = ()
+    task_set: str = "practice-web"
     run_id: str = ""
 
 
@@ -293,12 +296,22 @@ def run_local(
     host, _, port = settings.practice_web_address.rpartition(":")
     with ExitStack() as cleanup:
         report(f"serving {len(sites)} practice-web sites...")
-        server = PracticeWebServer(sites, host=host or "127.0.0.1", port=int(port))
+        server = PracticeWebServer(
+            sites,
+            host=host or "127.0.0.1",
+            port=int(port),
+            static_hosts={miniwob.HOST: miniwob.html_root()},
+        )
         cleanup.enter_context(server)
         settings = settings.model_copy(
             update={"practice_web_address": f"{host or '127.0.0.1'}:{server.port}"}
         )
-        tasks = list(options.tasks) or generate_tasks(sites, seed=options.seed)
+        if options.tasks:
+            tasks = list(options.tasks)
+        elif options.task_set == "miniwob":
+            tasks = miniwob.miniwob_tasks()
+        else:
+            tasks = generate_tasks(sites, seed=options.seed)
         report(f"publishing {len(tasks)} tasks to {settings.topic('tasks')}...")
         publish_tasks(settings, tasks)
         env = settings_env(settings)

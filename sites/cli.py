@@ -13,6 +13,7 @@ from rich.table import Table
 
 from sites.data import generate_sites
 from sites.server import PracticeWebServer
+from tasks import miniwob
 
 console = Console()
 errors = Console(stderr=True)
@@ -44,7 +45,9 @@ def serve(
     """
     sites = generate_sites(seed=seed, count=count)
     try:
-        server = PracticeWebServer(sites, host=host, port=port)
+        server = PracticeWebServer(
+            sites, host=host, port=port, static_hosts={miniwob.HOST: miniwob.html_root()}
+        )
     except OSError as exc:
         errors.print(
             f"[bold red]error:[/] cannot listen on {host}:{port} ({exc.strerror}). "

@@ -15,11 +15,13 @@ after 300 s), ``/__webgym/slow?ms=N`` (answers after N ms, at most 120 000),
 from __future__ import annotations
 
 import logging
+import mimetypes
 import socket
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qsl, urlsplit
+from pathlib import Path
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from sites.data import TLD, Site
 from sites.layout import esc
@@ -141,6 +143,9 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(web.support(path, query), head=method == "HEAD")
         if path == "/favicon.ico":
             return self._send(Response(204, b"", content_type="image/x-icon"))
+        static = web.static_file(self.headers.get("Host", ""), path)
+        if static is not None:
+            return self._send(static, head=method == "HEAD")
         app = web.app_for(self.headers.get("Host", ""))
         if app is None:
             return self._send(web.unknown_host(self.headers.get("Host", "")), head=method == "HEAD")
@@ -179,14 +184,28 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True  # the browser went away; nothing to answer
 
 
+def _hostname(host_header: str) -> str:
+    hostname = host_header.strip().lower().rstrip(".")
+    hostname = hostname.rsplit(":", 1)[0] if ":" in hostname else hostname
+    return hostname.rstrip(".")
+
+
 class PracticeWebServer:
     """Serves ``sites`` on one port; a context manager that starts and stops it.
 
     The socket is bound when the object is built, so :attr:`port` is known before :meth:`start`.
     """
 
-    def __init__(self, sites: Iterable[Site], host: str = "127.0.0.1", port: int = 0):
+    def __init__(
+        self,
+        sites: Iterable[Site],
+        host: str = "127.0.0.1",
+        port: int = 0,
+        static_hosts: Mapping[str, Path] | None = None,
+    ):
         self.sites = list(sites)
+        # Hosts served as plain files from a directory (the MiniWoB++ pages), nothing rendered.
+        self.static_hosts = {h.lower(): Path(d).resolve() for h, d in (static_hosts or {}).items()}
         self._apps = {site.hostname: SiteApp(site) for site in self.sites}
         if len(self._apps) != len(self.sites):
             raise ValueError("two sites share a hostname; generate them with one generate_sites")
@@ -210,9 +229,20 @@ class PracticeWebServer:
         return f"MAP *.{TLD} {target}:{self.port}"
 
     def app_for(self, host_header: str) -> SiteApp | None:
-        hostname = host_header.strip().lower().rstrip(".")
-        hostname = hostname.rsplit(":", 1)[0] if ":" in hostname else hostname
-        return self._apps.get(hostname.rstrip("."))
+        return self._apps.get(_hostname(host_header))
+
+    def static_file(self, host_header: str, path: str) -> Response | None:
+        """The file ``path`` of a static host, a 404 inside it, or None for other hosts."""
+        root = self.static_hosts.get(_hostname(host_header))
+        if root is None:
+            return None
+        target = (root / unquote(path).lstrip("/")).resolve()
+        if not target.is_relative_to(root) or not target.is_file():
+            return Response(404, _page("Not found", "<h1>No such file</h1>"))
+        content_type = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
+        if content_type.startswith("text/") or content_type.endswith("javascript"):
+            content_type += "; charset=utf-8"
+        return Response(200, target.read_bytes(), content_type)
 
     def start(self) -> PracticeWebServer:
         if self._thread is None:

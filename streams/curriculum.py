@@ -2,9 +2,9 @@
 
 No batches and no barrier (the paper's asynchronous rollout): each ``episode_ended`` notice frees
 one slot, and the sampler fills it at once. Difficulty is drawn uniformly over the difficulties
-present in the task set, or by the configured ratios; then a task of that difficulty, uniformly,
-skipping sites blocked until a later time. Attempts per task are counted. Pure; the state is one
-JSON-serialisable dict (a row of the Faust ``curriculum`` table).
+present in the task set, or by the configured ratios; then a task of that difficulty among those
+tried least often (so attempts spread evenly), skipping sites blocked until a later time. Pure;
+the state is one JSON-serialisable dict (a row of the Faust ``curriculum`` table).
 
 Guarantees: deterministic (the n-th episode of a run is drawn with ``Random(f"{seed}:{n}")`` and is
 named ``<run_id>-<n:06d>``), idempotent on ``event_id``; the episodes an input started are
@@ -114,9 +114,8 @@ def top_up(
         if budget is not None and state["started_total"] >= budget:
             break
         n = state["started_total"]
-        task = pick_task(
-            tasks, target["ratios"], state["blocked"], random.Random(f"{target['seed']}:{n}")
-        )
+        rng = random.Random(f"{target['seed']}:{n}")
+        task = pick_task(tasks, target["ratios"], state["blocked"], rng, state["attempts"])
         if task is None:
             break  # nothing to sample (no tasks yet, or every site blocked): retried later
         episode_id = f"{target['run_id']}-{n:06d}"
@@ -137,7 +136,13 @@ def pick_task(
     ratios: dict[str, float],
     blocked: dict[str, int],
     rng: random.Random,
+    attempts: dict[str, int] | None = None,
 ) -> dict[str, Any] | None:
+    """A difficulty by the ratios, then, among its tasks tried least often, one at random.
+
+    Preferring the least-tried tasks spreads attempts evenly: every task of a difficulty is
+    tried once before any is tried twice.
+    """
     available = [t for t in tasks if t.get("website") not in blocked]
     by_difficulty: dict[str, list[dict[str, Any]]] = {}
     for task in sorted(available, key=lambda t: t["task_id"]):
@@ -149,7 +154,11 @@ def pick_task(
         return None
     weights = [ratios.get(d, 0) if ratios else 1.0 for d in difficulties]
     difficulty = rng.choices(difficulties, weights)[0]
-    return rng.choice(by_difficulty[difficulty])
+    candidates = by_difficulty[difficulty]
+    if attempts:
+        fewest = min(attempts.get(t["task_id"], 0) for t in candidates)
+        candidates = [t for t in candidates if attempts.get(t["task_id"], 0) == fewest]
+    return rng.choice(candidates)
 
 
 def _started(

@@ -3,8 +3,9 @@
 Environment failures are never training data. A trajectory is *blocked* when a page it saw was a
 bot wall or a captcha (matched on page titles and addresses, case-insensitively); its site is then
 kept out of sampling for a while (``site_blocked`` notice to the sampler). A trajectory goes to
-``webgym.trajectories.success`` only when it ended with an answer (not aborted), the judge gave
-reward 1 without a judge error, and it is not blocked. Repetition marks are set by the assembler
+``webgym.trajectories.success`` only when it was not aborted, the judge gave reward 1 without a
+judge error (a verifier gives 1 only to a right answer, a page only to the task done right), and
+it is not blocked. Repetition marks are set by the assembler
 (``streams.trajectories``); the learner trains on the steps marked ``trainable``.
 """
 
@@ -45,7 +46,6 @@ def is_success(scored: dict[str, Any]) -> bool:
         and not scored["aborted"]
         and scored.get("judge_error") is None
         and not scored.get("blocked", False)
-        and scored.get("final_answer") is not None
     )
 
 

@@ -1,7 +1,8 @@
 """Which judge scores a trajectory, and the scored event it becomes.
 
 Practice-web tasks (``extra_json.source == "practice-web"``) have ground truth: the deterministic
-verifier of ``sites.verifier`` scores them. Other tasks go to the LLM rubric judge when one is
+verifier of ``sites.verifier`` scores them. MiniWoB++ tasks (``"miniwob"``) are scored by the page's
+own reward signal. Other tasks go to the LLM rubric judge when one is
 configured (``WEBGYM_JUDGE_BASE_URL`` and ``WEBGYM_JUDGE_MODEL``); without one, or for an unknown
 task, the score is a judge error (reward 0), never a guess. Every score names its judge and version.
 A judge endpoint that refuses the client (bad key, no permission, unknown model) is logged as an
@@ -21,6 +22,9 @@ from infra.settings import Settings
 from sites.verifier import JUDGE_NAME, JUDGE_VERSION, verify
 from streams.judges import Judge, Score
 from streams.observation_reader import ObservationReader, ObservationUnavailable
+from tasks.miniwob import JUDGE_NAME as MINIWOB_JUDGE_NAME
+from tasks.miniwob import JUDGE_VERSION as MINIWOB_JUDGE_VERSION
+from tasks.miniwob import page_reward
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +52,29 @@ class PracticeWebJudge:
         return Score(verdict.reward, self.name, self.version, verdict.verdicts)
 
 
+class MiniWoBJudge:
+    """The MiniWoB++ page's own reward signal, as the last observation carried it."""
+
+    name = MINIWOB_JUDGE_NAME
+    version = MINIWOB_JUDGE_VERSION
+
+    async def score(
+        self, task: dict[str, Any], trajectory: dict[str, Any], screenshots: list[bytes]
+    ) -> Score:
+        reward, rationale = page_reward(dict(trajectory.get("final_page_signals") or {}))
+        verdicts = [
+            {
+                "fact_group_id": group["id"],
+                "fact": fact,
+                "satisfied": reward >= 1.0,
+                "rationale": rationale,
+            }
+            for group in task["evaluator_reference"]
+            for fact in group["facts"]
+        ]
+        return Score(reward, self.name, self.version, verdicts)
+
+
 def task_source(task: dict[str, Any]) -> str:
     try:
         return json.loads(task.get("extra_json") or "{}").get("source", "")
@@ -58,6 +85,7 @@ def task_source(task: dict[str, Any]) -> str:
 class Judging:
     def __init__(self, settings: Settings, reader: ObservationReader | None = None):
         self.verifier = PracticeWebJudge()
+        self.miniwob = MiniWoBJudge()
         self.llm: Judge | None = None
         if settings.judge_base_url and settings.judge_model:
             from streams.judges.llm import LLMRubricJudge
@@ -73,8 +101,11 @@ class Judging:
         self._settings = settings
 
     def judge_for(self, task: dict[str, Any]) -> Judge | None:
-        if task_source(task) == "practice-web":
+        source = task_source(task)
+        if source == "practice-web":
             return self.verifier
+        if source == "miniwob":
+            return self.miniwob
         return self.llm
 
     async def score(self, task: dict[str, Any] | None, trajectory: dict[str, Any]) -> Score:
@@ -89,7 +120,7 @@ class Judging:
                 "WEBGYM_JUDGE_BASE_URL and WEBGYM_JUDGE_MODEL for the LLM rubric judge",
             )
         screenshots: list[bytes] = []
-        if judge is not self.verifier and trajectory.get("final_answer") is not None:
+        if judge is self.llm and trajectory.get("final_answer") is not None:
             try:
                 screenshots = await asyncio.to_thread(self._screenshots, trajectory)
             except ObservationUnavailable as error:

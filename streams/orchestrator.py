@@ -121,6 +121,8 @@ def on_started(
         "timeout_ms": rules.navigate_timeout_ms,
         "allowed_hosts": [state["website"]] if state["website"] else [],
         "task_id": state["task_id"],
+        "set_of_marks": state["mode"] == "set_of_marks",
+        "setup": state["setup"],
     }
     state["status"] = "navigating"
     return _emit(state, event_id, [Output("ops.navigate", "navigate_op", episode_id, navigate)])
@@ -157,9 +159,13 @@ def on_observation(
         "action_error": observation.get("action_error"),
         "marks": observation.get("set_of_marks"),
         "sha256": screenshot_digest(observation["screenshot"]),
+        "signals": dict(observation.get("page_signals") or {}),
     }
     state["current"] = current
     state["lease_ts"] = now_ms
+    if current["signals"].get("done") == "true":
+        # The page itself says the task is over (MiniWoB++): nothing more to do on it.
+        return _end(state, event_id, "finished", "page done", None, now_ms)
     return _ask_policy(state, event_id, now_ms)
 
 
@@ -215,6 +221,7 @@ def on_inference(
         "action": action,
         "inference_event_id": event_id,
         "timeout_ms": state["act_timeout_ms"],
+        "set_of_marks": state.get("mode") == "set_of_marks",
     }
     state["status"] = "acting"
     state["step"] = step
@@ -274,7 +281,13 @@ def _new_state(
     horizon = started.get("horizon") or rules.horizon(difficulty)
     start_url = started.get("start_url") or task.get("start_url", "")
     website = task.get("website") or urlsplit(start_url).hostname or ""
+    try:
+        extra = json.loads(task.get("extra_json") or "{}")
+    except json.JSONDecodeError:
+        extra = {}
     return {
+        "mode": "set_of_marks" if extra.get("mode") == "set_of_marks" else "coordinate",
+        "setup": extra.get("setup"),
         "episode_id": started["episode_id"],
         "task_id": started["task_id"],
         "instruction": task.get("task_name", ""),
@@ -339,8 +352,12 @@ def _ask_policy(state: dict[str, Any], event_id: str, now_ms: int) -> Transition
     ]
     last = state["history"][-1] if state["history"] else None
     repeated_error = last is not None and last["action"] is None  # no action ran: no new error
+    instruction = state["instruction"]
+    utterance = (current.get("signals") or {}).get("utterance")
+    if utterance:
+        instruction += f"\nThe page says: {utterance}"
     context = build_context(
-        state["instruction"],
+        instruction,
         history,
         Current(
             step=step,
@@ -350,6 +367,7 @@ def _ask_policy(state: dict[str, Any], event_id: str, now_ms: int) -> Transition
             action_error=None if repeated_error else current["action_error"],
             marks=current.get("marks"),
         ),
+        mode=state.get("mode", "coordinate"),
     )
     episode_id = state["episode_id"]
     request = {

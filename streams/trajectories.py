@@ -59,6 +59,7 @@ def assemble(state: dict[str, Any]) -> dict[str, Any]:
         "started_ts": state["started_ts"],
         "final_url": current.get("url", ""),
         "final_observation_event_id": current.get("event_id"),
+        "final_page_signals": current.get("signals") or {},
         "steps": steps,
     }
 

@@ -51,7 +51,16 @@ MARKS = """
     overlay.style.cssText = 'position:fixed;inset:0;pointer-events:none;z-index:2147483647';
   }
   const marks = [];
-  for (const el of document.querySelectorAll(selector)) {
+  // Elements made clickable by script (a span with a click handler and a pointer cursor): the
+  // outermost pointer element that holds no regular control is marked as 'clickable'.
+  const clickable = new Set();
+  for (const el of document.querySelectorAll('span, div, li, td, img, label, p, i')) {
+    if (el.closest(selector) || el.querySelector(selector)) continue;
+    if (getComputedStyle(el).cursor !== 'pointer') continue;
+    if (el.parentElement && getComputedStyle(el.parentElement).cursor === 'pointer') continue;
+    clickable.add(el);
+  }
+  for (const el of [...document.querySelectorAll(selector), ...clickable]) {
     const r = el.getBoundingClientRect();
     if (r.width < 2 || r.height < 2 || r.bottom <= 0 || r.right <= 0 || r.top >= vh || r.left >= vw) continue;
     const style = getComputedStyle(el);
@@ -62,10 +71,13 @@ MARKS = """
     if (top && top !== el && !el.contains(top) && !top.contains(el)) continue;
     const id = String(marks.length);
     el.setAttribute('data-webgym-mark', id);
-    const text = el.getAttribute('aria-label') || el.innerText || el.value ||
+    // The accessible name, roughly: a label names a form control; a checkbox's value never does.
+    const label = el.labels && el.labels.length ? el.labels[0].innerText : '';
+    const value = (el.type === 'checkbox' || el.type === 'radio') ? '' : el.value;
+    const text = el.getAttribute('aria-label') || label || el.innerText || value ||
       el.getAttribute('placeholder') || el.getAttribute('title') || el.getAttribute('name') || '';
     const tag = el.tagName.toLowerCase();
-    const role = el.getAttribute('role') || (tag === 'a' ? 'link' : tag === 'input' ? (el.type || 'textbox') : tag);
+    const role = el.getAttribute('role') || (clickable.has(el) ? 'clickable' : tag === 'a' ? 'link' : tag === 'input' ? (el.type || 'textbox') : tag);
     marks.push({id, role, name: text.trim().replace(/\\s+/g, ' ').slice(0, 80),
                 x: Math.round(r.left), y: Math.round(r.top),
                 width: Math.round(r.width), height: Math.round(r.height)});
@@ -89,3 +101,29 @@ MARKS = """
 REMOVE_OVERLAY = (
     "() => document.querySelectorAll('[data-webgym-overlay]').forEach((e) => e.remove())"
 )
+
+# What a page reports about itself, if it follows a known convention (MiniWoB++'s core.js
+# globals); an empty object otherwise. Values are strings, like the observation's map.
+PAGE_SIGNALS = """
+() => {
+  if (typeof WOB_DONE_GLOBAL === 'undefined') return {};
+  const utterance = (typeof core !== 'undefined' && core.getUtterance) ? core.getUtterance() : '';
+  return {done: String(WOB_DONE_GLOBAL), reward: String(WOB_REWARD_GLOBAL),
+          raw_reward: String(WOB_RAW_REWARD_GLOBAL), reason: String(WOB_REWARD_REASON),
+          utterance: utterance};
+}
+"""
+
+# Named set-ups a navigate operation may ask for after the page loaded. MiniWoB++: start the
+# episode the way its own environment does (no START cover to click), with a time limit long
+# enough for a policy that thinks between actions. Returns whether the page knew how.
+SETUPS = {
+    "miniwob": """
+() => {
+  if (typeof core === 'undefined' || !core.startEpisodeReal) return false;
+  core.EPISODE_MAX_TIME = 120000;
+  core.startEpisodeReal();
+  return true;
+}
+""",
+}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from playwright.async_api import (
@@ -26,7 +26,15 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 
 from agents.browser.actions import ActionRefused, perform
-from agents.browser.page_script import INIT_SCRIPT, MARKS, PAGE_STATE, REMOVE_OVERLAY, SETTLED
+from agents.browser.page_script import (
+    INIT_SCRIPT,
+    MARKS,
+    PAGE_SIGNALS,
+    PAGE_STATE,
+    REMOVE_OVERLAY,
+    SETTLED,
+    SETUPS,
+)
 from agents.browser.url_policy import UrlPolicy
 
 SCREENSHOT_TIMEOUT_MS = 15_000
@@ -52,6 +60,7 @@ class Snapshot:
     marks: list[dict[str, Any]] | None
     action_error: str | None
     timings_ms: dict[str, float]
+    page_signals: dict[str, str] = field(default_factory=dict)
 
 
 def _short(error: BaseException) -> str:
@@ -135,6 +144,19 @@ class EpisodeSession:
             return "; ".join(filter(None, [failure, self._take_notes()]))
         return self._take_notes()
 
+    async def set_up(self, name: str) -> str | None:
+        """Run the named page set-up (``page_script.SETUPS``); a problem is an action error."""
+        script = SETUPS.get(name)
+        if script is None:
+            return f"unknown page set-up {name!r}; known: {', '.join(sorted(SETUPS))}"
+        try:
+            if not await self.page.evaluate(script):
+                return f"page set-up {name!r}: this page does not support it"
+        except PlaywrightError as exc:
+            self._raise_if_gone(exc)
+            return f"page set-up {name!r} failed: {_short(exc)}"
+        return None
+
     async def act(self, action: dict[str, Any], timeout_ms: int) -> str | None:
         """Perform one action; :meth:`observe` waits for any navigation it started."""
         kind = action["kind"]
@@ -183,6 +205,7 @@ class EpisodeSession:
             self._action_mark = None
             marks = self._marks
             title = self._title if self._title is not None else await self.page.title()
+            signals = await self.page.evaluate(PAGE_SIGNALS)
         except (PlaywrightError, PlaywrightTimeout) as exc:
             self._raise_if_gone(exc)
             raise EpisodeFailure(f"screenshot failed: {_short(exc)}") from exc
@@ -196,6 +219,7 @@ class EpisodeSession:
             marks=marks,
             action_error=None,
             timings_ms=timings,
+            page_signals={str(k): str(v) for k, v in (signals or {}).items()},
         )
 
     async def _capture(

@@ -379,6 +379,8 @@ class BrowserWorker:
         record = operation.record
         if operation.kind == "navigate":
             error = await held.session.navigate(record["url"], record["timeout_ms"])
+            if error is None and record.get("setup"):
+                error = await held.session.set_up(record["setup"])
         else:
             error = await held.session.act(record["action"], record["timeout_ms"])
         timings[operation.kind] = (time.monotonic() - started) * 1000
@@ -442,6 +444,7 @@ class BrowserWorker:
             "set_of_marks": snapshot.marks,
             "timings_ms": timings,
             "failure": None,
+            "page_signals": snapshot.page_signals,
         }
         self.producer.produce(
             self.settings.topic("observations"),

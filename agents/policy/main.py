@@ -16,7 +16,7 @@ from rich.console import Console
 from agents.policy.worker import BackendFactory, PolicyWorker, PolicyWorkerConfig
 from infra.settings import Settings
 
-BACKENDS = ("local", "openai", "vllm", "scripted")
+BACKENDS = ("local", "openai", "vllm", "scripted", "heuristic")
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,11 @@ def backend_factory(options: BackendOptions) -> BackendFactory:
         tasks = {t["task_id"]: t for t in generate_tasks(sites, seed=options.sites_seed)}
         scripted = ScriptedBackend(tasks, options.error_rate, options.sites_seed)
         return lambda weights: scripted
+    if backend == "heuristic":
+        from agents.policy.backends.heuristic import HeuristicBackend
+
+        heuristic = HeuristicBackend()
+        return lambda weights: heuristic
     if not model:
         raise ValueError("--model is required: a checkpoint directory or a served model name")
     if backend == "vllm":

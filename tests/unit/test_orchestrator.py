@@ -154,6 +154,8 @@ def test_a_full_episode_from_start_to_answer():
             "timeout_ms": 20_000,
             "allowed_hosts": [EASY["website"]],
             "task_id": EASY["task_id"],
+            "set_of_marks": False,  # practice-web tasks: coordinates
+            "setup": None,
         },
     )
     state = t.state
@@ -202,6 +204,7 @@ def test_a_full_episode_from_start_to_answer():
             "action": CLICK,
             "inference_event_id": f"{EP}:1:inference",
             "timeout_ms": 8_000,
+            "set_of_marks": False,
         },
     )
     state = t.state

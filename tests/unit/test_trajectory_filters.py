@@ -195,7 +195,8 @@ def test_only_a_clean_reward_of_one_is_a_success():
     assert not is_success(scored(aborted=True))
     assert not is_success(scored(judge_error="judge replied garbage"))
     assert not is_success(scored(blocked=True))
-    assert not is_success(scored(final_answer=None))
+    # No answer needed where the judge is the page itself (MiniWoB++): its reward 1 suffices.
+    assert is_success(scored(final_answer=None))
 
 
 # -- judging --------------------------------------------------------------------------------------

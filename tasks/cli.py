@@ -1,0 +1,304 @@
+"""``webgym tasks``: load WebGym task files onto the tasks topic, split them by website, count them.
+
+Registered by ``infra.cli`` as ``app.add_typer(tasks_app, name="tasks")``. Known failures print
+what went wrong and what to do next, and exit 1 (the same contract as ``infra.cli``, whose
+``user_errors`` cannot be imported here: ``infra.cli`` imports this module).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+from infra.producer import DeliveryError
+from infra.settings import Settings, SettingsError
+from infra.topic_admin import BrokerUnreachable, TopicMissing
+from tasks.split import SplitError, check_split, split_by_website, website_key
+from tasks.stats import stats_tables, task_stats
+from tasks.webgym_format import LoadResult, TaskFileError, load_tasks, write_webgym_jsonl
+
+console = Console()
+errors = Console(stderr=True)
+
+tasks_app = typer.Typer(
+    help="Task sets in the WebGym format (.jsonl, .jsonl.gz, .parquet): validate and publish "
+    "them to the compacted tasks topic, split them by website for out-of-distribution "
+    "evaluation, and count them. Start with `webgym tasks load FILE`.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+KNOWN_ERRORS = (
+    TaskFileError,
+    SplitError,
+    BrokerUnreachable,
+    TopicMissing,
+    DeliveryError,
+    SettingsError,
+)
+MAX_ERRORS_SHOWN = 50
+
+TaskFile = Annotated[
+    Path, typer.Argument(help="WebGym task file: .jsonl, .jsonl.gz or .parquet", show_default=False)
+]
+Strict = Annotated[
+    bool,
+    typer.Option(help="refuse the whole file if any line is bad (default: skip bad lines)"),
+]
+
+
+def _user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
+    @wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except KNOWN_ERRORS as exc:
+            errors.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+            raise typer.Exit(1) from None
+
+    return wrapper
+
+
+@tasks_app.command()
+@_user_errors
+def load(file: TaskFile, strict: Strict = False) -> None:
+    """Validate a WebGym task file and publish its tasks to the compacted tasks topic.
+
+    Only tasks that are new, or differ from the version on the topic, are produced: loading the
+    same file again changes nothing. Tasks on the topic that the file lacks stay. Bad lines are
+    listed (file:line, field, message) and skipped; with --strict nothing is published while any
+    line is bad. Needs the local stack and its topics: run `webgym up` first.
+    """
+    from tasks.publish import publish_tasks  # Kafka clients: only for the commands that need them
+
+    settings = _settings()
+    result = _read(file, strict)
+    _print_line_errors(result)
+    if strict and result.errors:
+        errors.print(
+            f"[bold red]error:[/] {len(result.errors)} of {result.rows} lines are bad, so nothing "
+            "was published (--strict). Fix the lines listed above and load the file again, or "
+            "drop --strict to publish the good lines."
+        )
+        raise typer.Exit(1)
+    with _bar(MofNCompleteColumn()) as progress:
+        bar = progress.add_task("publishing", total=None)
+        counts = publish_tasks(
+            settings,
+            result.tasks,
+            progress=lambda done, total: progress.update(bar, completed=done, total=total),
+            report=lambda line: progress.update(bar, description=escape(line)),
+        )
+        done = max(counts.produced, 1)
+        progress.update(bar, description="published", total=done, completed=done)
+    console.print(
+        f"[green]{counts.new} new, {counts.changed} changed, {counts.unchanged} unchanged[/] "
+        f"tasks of {file} on {settings.topic('tasks')}",
+        highlight=False,
+    )
+    if result.errors:
+        console.print(
+            f"[yellow]{result.skipped} of {result.rows} lines skipped[/] (listed above): fix them "
+            "and load the file again (only the fixed tasks will be published), or use --strict to "
+            "refuse files with bad lines.",
+            highlight=False,
+        )
+
+
+@tasks_app.command()
+@_user_errors
+def stats(
+    file: Annotated[
+        Path | None,
+        typer.Argument(
+            help="task file (.jsonl, .jsonl.gz, .parquet); default: the tasks on the topic",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Count tasks by domain, subdomain, difficulty, split and source.
+
+    From a task file, or (no FILE) from the tasks published on the tasks topic (then the local
+    stack must run: `webgym up`). Lines of the file that do not validate are skipped and counted.
+    """
+    if file is None:
+        from tasks.publish import read_published_tasks
+
+        settings = _settings()
+        with console.status(f"reading {settings.topic('tasks')}..."):
+            tasks = read_published_tasks(settings)
+        origin = settings.topic("tasks")
+    else:
+        result = _read(file, strict=False)
+        if result.errors:
+            console.print(
+                f"[yellow]{result.skipped} bad lines not counted[/]; "
+                f"`webgym tasks load {file} --strict` lists them",
+                highlight=False,
+            )
+        tasks, origin = result.tasks, str(file)
+    figures = task_stats(tasks)
+    console.print(
+        f"[bold]{figures.tasks} tasks[/] from {figures.websites} websites ({origin})",
+        highlight=False,
+    )
+    for table in stats_tables(figures):
+        console.print(table)
+
+
+@tasks_app.command()
+@_user_errors
+def split(
+    file: TaskFile,
+    train: Annotated[
+        Path, typer.Option(help="where to write the train split (.jsonl or .jsonl.gz)")
+    ],
+    test: Annotated[Path, typer.Option(help="where to write the test split (.jsonl or .jsonl.gz)")],
+    test_fraction: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="share of websites that go to test")
+    ] = 0.2,
+    seed: Annotated[int, typer.Option(help="which websites go to test: same seed, same split")] = 0,
+    strict: Strict = False,
+) -> None:
+    """Split a task file by website for out-of-distribution evaluation, and check the split.
+
+    Whole websites go to test (hosts compared without scheme, path or "www."), so no test website
+    is ever trained on. Both files are written as WebGym JSON Lines with the split field set, read
+    back and checked; the command fails naming any website found in both.
+    """
+    if len({file.resolve(), train.resolve(), test.resolve()}) < 3:
+        raise SplitError("FILE, --train and --test must be three different files")
+    result = _read(file, strict)
+    _print_line_errors(result)
+    if strict and result.errors:
+        errors.print(
+            "[bold red]error:[/] bad lines (listed above), so nothing was written (--strict). "
+            "Fix them and split again, or drop --strict to split the good lines."
+        )
+        raise typer.Exit(1)
+    train_tasks, test_tasks = split_by_website(result.tasks, test_fraction, seed)
+    write_webgym_jsonl(train, train_tasks)
+    write_webgym_jsonl(test, test_tasks)
+    for name, tasks, path in (("train", train_tasks, train), ("test", test_tasks, test)):
+        websites = len({website_key(task["website"]) for task in tasks})
+        console.print(f"{name:>5}: {len(tasks)} tasks from {websites} websites -> {path}")
+    if result.errors:
+        console.print(
+            f"[yellow]{result.skipped} bad lines left out[/] (listed above)", highlight=False
+        )
+    _check_files(train, test)
+
+
+@tasks_app.command("check-split")
+@_user_errors
+def check_split_command(
+    train: Annotated[Path, typer.Argument(help="the train task file", show_default=False)],
+    test: Annotated[Path, typer.Argument(help="the test task file", show_default=False)],
+) -> None:
+    """Check that no website has tasks in both a train and a test file.
+
+    Exits 1 naming every website found in both (with example task ids), or if a line of either
+    file cannot be read (the check would be incomplete).
+    """
+    _check_files(train, test)
+
+
+def _check_files(train: Path, test: Path) -> None:
+    loaded = [_read(train, strict=False), _read(test, strict=False)]
+    for result in loaded:
+        _print_line_errors(result)
+    violations = check_split(loaded[0].tasks, loaded[1].tasks)
+    if violations:
+        table = Table("website", "train tasks", "test tasks", "e.g. train / test task")
+        for violation in violations:
+            table.add_row(
+                violation.website,
+                str(len(violation.train_task_ids)),
+                str(len(violation.test_task_ids)),
+                f"{violation.train_task_ids[0]} / {violation.test_task_ids[0]}",
+            )
+        console.print(table)
+        websites = ", ".join(violation.website for violation in violations)
+        errors.print(
+            f"[bold red]split check failed:[/] {len(violations)} websites in both splits: "
+            f"{escape(websites)}. Move each website's tasks to one side, or split again with "
+            "`webgym tasks split`.",
+            highlight=False,
+        )
+        raise typer.Exit(1)
+    if any(result.errors for result in loaded):
+        errors.print(
+            "[bold red]split check incomplete:[/] the bad lines listed above were not checked; "
+            "fix them and check again.",
+            highlight=False,
+        )
+        raise typer.Exit(1)
+    console.print(
+        f"[green]split ok:[/] no website in both {train} ({len(loaded[0].tasks)} tasks) and "
+        f"{test} ({len(loaded[1].tasks)} tasks)",
+        highlight=False,
+    )
+
+
+def _settings() -> Settings:
+    try:
+        return Settings()
+    except ValidationError as exc:
+        raise SettingsError(f"invalid WEBGYM_* setting:\n{exc}") from exc
+
+
+def _bar(*columns: Any) -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        *columns,
+        TimeElapsedColumn(),
+        console=console,
+    )
+
+
+def _read(file: Path, strict: bool) -> LoadResult:
+    with _bar(TaskProgressColumn()) as progress:
+        bar = progress.add_task(f"reading {escape(file.name)}", total=1.0)
+        result = load_tasks(
+            file, strict=strict, progress=lambda share: progress.update(bar, completed=share)
+        )
+        progress.update(
+            bar, completed=1.0, description=f"read {escape(file.name)}: {result.rows} lines"
+        )
+    return result
+
+
+def _print_line_errors(result: LoadResult) -> None:
+    if not result.errors:
+        return
+    table = Table(
+        "file:line",
+        "field",
+        "message",
+        title=f"{len(result.errors)} bad lines",
+        title_justify="left",
+    )
+    for error in result.errors[:MAX_ERRORS_SHOWN]:
+        table.add_row(
+            escape(f"{error.file}:{error.line}"), error.field or "-", escape(error.message)
+        )
+    console.print(table)
+    if len(result.errors) > MAX_ERRORS_SHOWN:
+        console.print(f"... and {len(result.errors) - MAX_ERRORS_SHOWN} more")

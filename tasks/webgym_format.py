@@ -1,0 +1,474 @@
+"""WebGym task files in, ``task`` records (``schemas/avro/task/v1.avsc``) out, and back.
+
+Files: JSON Lines (``.jsonl``, or gzipped ``.jsonl.gz``), one JSON object a line (blank lines are
+skipped), or Parquet (``.parquet``), one task a row. Fields, as in the published data set:
+
+- ``task_id`` (text, or an integer): unique within a file; a repeat is an error on the later line.
+- ``task_name``: the instruction. ``website``: a host (``amazon.com``), or a URL with its scheme.
+- ``start_url``: optional; default ``https://<website>/`` (or ``website`` itself if it has a
+  scheme). Only ``http`` and ``https`` URLs are accepted.
+- ``domain``, ``subdomain``, ``definite_answer`` (numbers become text), ``parent_task_id``:
+  optional; missing, null or blank is None.
+- ``difficulty``: ``easy`` / ``medium`` / ``hard`` in any case, or 1 / 2 / 3 (a number or a
+  numeric string). Anything else is an error.
+- ``evaluator_reference``, the rubric, becomes fact groups ``{id, description, facts}``: a list
+  of fact groups is taken as it is (a group without ``id`` is numbered ``g1, g2, ...`` by its
+  position); the older shapes become one group each: one string (a group with that description
+  and that one fact), a list of strings (one group per string), a list of ``{description,
+  difficulty}`` (fact = description). Keys of a group other than id, description and facts (the
+  old per-group ``difficulty``) are kept in ``extra_json["evaluator_reference_extra"][<id>]``.
+- The split marker becomes ``split`` in {"train", "test"} or None. Accepted: ``split`` or
+  ``distribution`` with train / training / id / iid / in_distribution (-> train) or test /
+  testing / eval / evaluation / ood / out_of_distribution (-> test), any case, ``-`` or space for
+  ``_``; or ``is_ood`` as a boolean, 0 / 1 or true / false / yes / no. Markers that disagree are
+  an error.
+- Every other field is kept in ``extra_json`` (a JSON object, keys sorted), with
+  ``"source": "webgym"`` unless the line has a ``source`` of its own. Null values are dropped (a
+  Parquet column gives every row every field). An ``extra_json`` field (records dumped from the
+  topic) is merged in; ``event_id`` and ``ts`` are ignored, as both are derived here.
+
+Guarantees: every record :func:`load_tasks` returns encodes with the task schema; ``event_id`` is
+``task:<task_id>`` and ``ts`` is the constant :data:`TASK_TS`, never the load time, so loading a
+file twice gives identical records (and re-publishing it changes nothing). A bad line costs that
+line only: it becomes a :class:`LineError` (file, 1-based line or row number, field, message)
+and the rest still loads, unless ``strict=True``, where any bad line means no tasks at all.
+:func:`to_webgym` writes a record back in the WebGym shape; loading that line gives the record.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+TASK_TS = 0  # deterministic: a record's bytes depend on the task only
+SOURCE = "webgym"
+DIFFICULTIES = ("easy", "medium", "hard")
+
+_SCHEMA_FIELDS = (
+    "task_id",
+    "task_name",
+    "website",
+    "start_url",
+    "domain",
+    "subdomain",
+    "difficulty",
+    "evaluator_reference",
+    "definite_answer",
+    "split",
+    "parent_task_id",
+)
+_SPLIT_MARKERS = ("split", "distribution", "is_ood")
+_NOT_EXTRA = frozenset(_SCHEMA_FIELDS + _SPLIT_MARKERS + ("extra_json", "event_id", "ts"))
+_GROUP_FIELDS = frozenset({"id", "description", "facts"})
+_SPLIT_WORDS = {
+    **dict.fromkeys(("train", "training", "id", "iid", "in_distribution"), "train"),
+    **dict.fromkeys(
+        ("test", "testing", "eval", "evaluation", "ood", "out_of_distribution"), "test"
+    ),
+}
+_TRUE_WORDS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
+_PROGRESS_EVERY = 2000  # rows between progress reports
+
+Progress = Callable[[float], None]  # share of the file read so far, 0.0 to 1.0
+
+
+class TaskFileError(ValueError):
+    """The file as a whole cannot be read (missing, unknown format, not gzip / Parquet)."""
+
+
+class TaskFieldError(ValueError):
+    """One field of one task is invalid; ``field`` is None when the line itself is unreadable."""
+
+    def __init__(self, field: str | None, message: str):
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True)
+class LineError:
+    """A line (JSON Lines) or row (Parquet) that did not become a task."""
+
+    file: str
+    line: int  # 1-based line number, or row number for Parquet
+    field: str | None
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}"
+        if self.field is None:
+            return f"{where}: {self.message}"
+        return f"{where}: field {self.field!r}: {self.message}"
+
+
+@dataclass
+class LoadResult:
+    tasks: list[dict[str, Any]]
+    errors: list[LineError]
+    rows: int = 0  # non-blank lines (rows) read, good and bad
+    strict: bool = False
+
+    @property
+    def skipped(self) -> int:
+        """Rows that did not become a task: the bad ones, or all of them in strict mode."""
+        return self.rows - len(self.tasks)
+
+
+@dataclass
+class _Unreadable:
+    message: str
+
+
+def load_tasks(
+    path: Path | str, strict: bool = False, progress: Progress | None = None
+) -> LoadResult:
+    """Read and validate a task file; see the module docstring for what is accepted."""
+    path = Path(path)
+    name = str(path)
+    result = LoadResult([], [], strict=strict)
+    first_line: dict[str, int] = {}
+    for number, raw in _rows(path, progress):
+        result.rows += 1
+        try:
+            if isinstance(raw, _Unreadable):
+                raise TaskFieldError(None, raw.message)
+            task = task_from_webgym(raw)
+            earlier = first_line.get(task["task_id"])
+            if earlier is not None:
+                raise TaskFieldError(
+                    "task_id", f"{task['task_id']!r} repeats the task of line {earlier}"
+                )
+        except TaskFieldError as error:
+            result.errors.append(LineError(name, number, error.field, error.message))
+            continue
+        first_line[task["task_id"]] = number
+        result.tasks.append(task)
+    if strict and result.errors:
+        result.tasks = []
+    return result
+
+
+def task_from_webgym(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """One task record from one WebGym line; raises :class:`TaskFieldError` naming the field."""
+    if not isinstance(raw, Mapping):
+        raise TaskFieldError(None, f"a line must be one JSON object, got {_kind(raw)}")
+    task_id = _task_id(raw.get("task_id"))
+    task_name = _required_text(raw, "task_name")
+    website = _required_text(raw, "website")
+    if any(character.isspace() for character in website):
+        raise TaskFieldError("website", f"{website!r} contains spaces; give a host or a URL")
+    start_url = _start_url(raw.get("start_url"), website)
+    difficulty = normalise_difficulty(raw.get("difficulty"))
+    groups, group_extras = normalise_evaluator_reference(raw.get("evaluator_reference"))
+    split = normalise_split(raw)
+    extras = _extras(raw)
+    if group_extras:
+        extras["evaluator_reference_extra"] = group_extras
+    if extras.get("source") is None:
+        extras["source"] = SOURCE
+    return {
+        "event_id": f"task:{task_id}",
+        "ts": TASK_TS,
+        "task_id": task_id,
+        "task_name": task_name,
+        "website": website,
+        "start_url": start_url,
+        "domain": _optional_text(raw, "domain"),
+        "subdomain": _optional_text(raw, "subdomain"),
+        "difficulty": difficulty,
+        "evaluator_reference": groups,
+        "definite_answer": _optional_text(raw, "definite_answer", numbers=True),
+        "split": split,
+        "parent_task_id": _optional_text(raw, "parent_task_id"),
+        "extra_json": json.dumps(extras, sort_keys=True, ensure_ascii=False, default=str),
+    }
+
+
+def normalise_difficulty(value: Any) -> str:
+    if value is None:
+        raise TaskFieldError("difficulty", "missing; give easy, medium, hard or 1-3")
+    number: float | None = None
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in DIFFICULTIES:
+            return text
+        try:
+            number = float(text)
+        except ValueError:
+            number = None
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        number = value
+    if number is not None and number in (1, 2, 3):
+        return DIFFICULTIES[int(number) - 1]
+    raise TaskFieldError("difficulty", f"{value!r} is not easy, medium, hard or 1-3")
+
+
+def normalise_evaluator_reference(
+    value: Any,
+) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """Fact groups, and the extra keys of each group by group id (empty if there are none)."""
+    name = "evaluator_reference"
+    if value is None:
+        raise TaskFieldError(name, "missing; give the rubric as fact groups or fact strings")
+    items = [value] if isinstance(value, str | Mapping) else value
+    if not isinstance(items, list | tuple):
+        raise TaskFieldError(
+            name, f"is {_kind(value)}; give a list of fact groups, a string or a list of strings"
+        )
+    if not items:
+        raise TaskFieldError(name, "is empty: a task needs at least one fact group to be judged")
+    groups: list[dict[str, Any]] = []
+    group_extras: dict[str, dict[str, Any]] = {}
+    for position, item in enumerate(items, 1):
+        where = f"item {position}"
+        if isinstance(item, str):
+            if not item.strip():
+                raise TaskFieldError(name, f"{where} is an empty string")
+            groups.append({"id": f"g{position}", "description": item, "facts": [item]})
+            continue
+        if not isinstance(item, Mapping):
+            raise TaskFieldError(name, f"{where} is {_kind(item)}; expected a fact group or text")
+        group_id = item.get("id")
+        if group_id is None or group_id == "":
+            group_id = f"g{position}"
+        elif isinstance(group_id, int) and not isinstance(group_id, bool):
+            group_id = str(group_id)
+        elif not isinstance(group_id, str):
+            raise TaskFieldError(name, f"{where}: id {group_id!r} is not text")
+        description = item.get("description")
+        if not isinstance(description, str) or not description.strip():
+            raise TaskFieldError(name, f"{where}: description is missing or not text")
+        facts = item.get("facts")
+        if facts is None:
+            facts = [description]  # the {description, difficulty} shape: description = fact
+        elif not isinstance(facts, list | tuple) or not facts:
+            raise TaskFieldError(name, f"{where}: facts must be a non-empty list of strings")
+        elif not all(isinstance(fact, str) and fact.strip() for fact in facts):
+            raise TaskFieldError(name, f"{where}: every fact must be a non-empty string")
+        if any(group["id"] == group_id for group in groups):
+            raise TaskFieldError(name, f"{where}: fact group id {group_id!r} is used twice")
+        groups.append({"id": group_id, "description": description, "facts": list(facts)})
+        rest = {k: v for k, v in item.items() if k not in _GROUP_FIELDS and v is not None}
+        if rest:
+            group_extras[group_id] = rest
+    return groups, group_extras
+
+
+def normalise_split(raw: Mapping[str, Any]) -> str | None:
+    """``train``, ``test`` or None from the split / distribution / is_ood markers of a line."""
+    found: dict[str, str] = {}
+    for marker in ("split", "distribution"):
+        value = raw.get(marker)
+        if value is None or (isinstance(value, str) and not value.strip()):
+            continue
+        word = ""
+        if isinstance(value, str):
+            word = value.strip().lower().replace("-", "_").replace(" ", "_")
+        if word not in _SPLIT_WORDS:
+            raise TaskFieldError(
+                marker, f"{value!r} is not a split; use train or test (or in/out_of_distribution)"
+            )
+        found[marker] = _SPLIT_WORDS[word]
+    is_ood = raw.get("is_ood")
+    if is_ood is not None:
+        flag = _flag(is_ood)
+        if flag is None:
+            raise TaskFieldError("is_ood", f"{is_ood!r} is not true or false")
+        found["is_ood"] = "test" if flag else "train"
+    if len(set(found.values())) > 1:
+        said = ", ".join(f"{marker} says {split}" for marker, split in found.items())
+        raise TaskFieldError(next(iter(found)), f"split markers disagree ({said}); keep one")
+    return next(iter(found.values()), None)
+
+
+def to_webgym(task: Mapping[str, Any]) -> dict[str, Any]:
+    """A task record as one line of a WebGym file (extras back at the top level)."""
+    extras = json.loads(task.get("extra_json") or "{}")
+    group_extras = extras.pop("evaluator_reference_extra", None)
+    if not isinstance(group_extras, dict):
+        group_extras = {}
+    line: dict[str, Any] = {
+        "task_id": task["task_id"],
+        "task_name": task["task_name"],
+        "website": task["website"],
+        "start_url": task["start_url"],
+        "domain": task.get("domain"),
+        "subdomain": task.get("subdomain"),
+        "difficulty": task["difficulty"],
+        "evaluator_reference": [
+            {
+                "id": group["id"],
+                "description": group["description"],
+                "facts": list(group["facts"]),
+                **group_extras.get(group["id"], {}),
+            }
+            for group in task["evaluator_reference"]
+        ],
+        "definite_answer": task.get("definite_answer"),
+        "split": task.get("split"),
+    }
+    if task.get("parent_task_id") is not None:
+        line["parent_task_id"] = task["parent_task_id"]
+    for key, value in extras.items():
+        line.setdefault(key, value)
+    return line
+
+
+def write_webgym_jsonl(path: Path | str, tasks: list[Mapping[str, Any]]) -> None:
+    """Write tasks as WebGym JSON Lines (gzipped if the name ends in ``.gz``)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "wt", encoding="utf-8") as out:
+        for task in tasks:
+            out.write(json.dumps(to_webgym(task), ensure_ascii=False) + "\n")
+
+
+def _rows(path: Path, progress: Progress | None) -> Iterator[tuple[int, Any]]:
+    if not path.is_file():
+        raise TaskFileError(f"{path}: no such file; give the path of a .jsonl or .parquet file")
+    name = path.name.lower()
+    if name.endswith(".parquet"):
+        yield from _parquet_rows(path, progress)
+    elif name.endswith((".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")):
+        yield from _jsonl_rows(path, progress)
+    else:
+        raise TaskFileError(
+            f"{path}: unknown task file format; expected .jsonl, .jsonl.gz or .parquet"
+        )
+
+
+def _jsonl_rows(path: Path, progress: Progress | None) -> Iterator[tuple[int, Any]]:
+    size = max(path.stat().st_size, 1)
+    with path.open("rb") as raw:
+        stream = gzip.GzipFile(fileobj=raw) if path.suffix == ".gz" else raw
+        try:
+            for number, line in enumerate(stream, 1):
+                if progress is not None and number % _PROGRESS_EVERY == 0:
+                    progress(raw.tell() / size)
+                if not line.strip():
+                    continue
+                try:
+                    yield number, json.loads(line)
+                except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+                    yield number, _Unreadable(f"not valid JSON: {exc}")
+        except (gzip.BadGzipFile, EOFError, OSError) as exc:
+            raise TaskFileError(
+                f"{path}: cannot be read ({exc}); is it a {path.suffix} file?"
+            ) from exc
+    if progress is not None:
+        progress(1.0)
+
+
+def _parquet_rows(path: Path, progress: Progress | None) -> Iterator[tuple[int, Any]]:
+    import pyarrow as pa  # only for Parquet files: a heavy import
+    import pyarrow.parquet as pq
+
+    try:
+        parquet = pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise TaskFileError(f"{path}: not a readable Parquet file ({exc})") from exc
+    total = max(parquet.metadata.num_rows, 1)
+    number = 0
+    for batch in parquet.iter_batches(batch_size=4096):
+        for row in batch.to_pylist():
+            number += 1
+            yield number, row
+        if progress is not None:
+            progress(number / total)
+    if progress is not None:
+        progress(1.0)
+
+
+def _task_id(value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if not isinstance(value, str) or not value.strip():
+        raise TaskFieldError("task_id", "missing or not text; every task needs a unique task_id")
+    return value
+
+
+def _required_text(raw: Mapping[str, Any], name: str) -> str:
+    value = raw.get(name)
+    if value is None:
+        raise TaskFieldError(name, "missing")
+    if not isinstance(value, str):
+        raise TaskFieldError(name, f"is {_kind(value)}, not text")
+    if not value.strip():
+        raise TaskFieldError(name, "is empty")
+    return value
+
+
+def _optional_text(raw: Mapping[str, Any], name: str, numbers: bool = False) -> str | None:
+    value = raw.get(name)
+    if value is None:
+        return None
+    if numbers and isinstance(value, int | float) and not isinstance(value, bool):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise TaskFieldError(name, f"{value!r} is not a usable answer")
+        return str(value)
+    if not isinstance(value, str):
+        raise TaskFieldError(name, f"is {_kind(value)}, not text")
+    return value if value.strip() else None
+
+
+def _start_url(value: Any, website: str) -> str:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        field_name = "website"
+        if "://" in website:
+            url = website if urlsplit(website).path else website + "/"
+        else:
+            url = f"https://{website.rstrip('/')}/"
+    elif isinstance(value, str):
+        field_name, url = "start_url", value
+    else:
+        raise TaskFieldError("start_url", f"is {_kind(value)}, not a URL")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise TaskFieldError(
+            field_name, f"{url!r} is not an http(s) URL (agents open only http and https)"
+        )
+    return url
+
+
+def _extras(raw: Mapping[str, Any]) -> dict[str, Any]:
+    embedded = raw.get("extra_json")
+    extras: dict[str, Any] = {}
+    if isinstance(embedded, str) and embedded.strip():
+        try:
+            embedded = json.loads(embedded)
+        except ValueError as exc:
+            raise TaskFieldError("extra_json", f"not valid JSON: {exc}") from None
+    if isinstance(embedded, Mapping):
+        extras.update({k: v for k, v in embedded.items() if k not in _NOT_EXTRA and v is not None})
+    elif embedded not in (None, ""):
+        raise TaskFieldError("extra_json", f"is {_kind(embedded)}; expected a JSON object")
+    extras.update({k: v for k, v in raw.items() if k not in _NOT_EXTRA and v is not None})
+    return extras
+
+
+def _flag(value: Any) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str):
+        return _TRUE_WORDS.get(value.strip().lower())
+    return None
+
+
+def _kind(value: Any) -> str:
+    return {
+        dict: "an object",
+        list: "a list",
+        str: "text",
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+    }.get(type(value), type(value).__name__)
