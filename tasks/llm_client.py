@@ -253,7 +253,7 @@ def _unclosed(document: str) -> bool:
 
 
 def parse_json_object(text: str, keys: set[str]) -> dict[str, Any]:
-    """The reply's one JSON object, which must have exactly ``keys``; else :class:`LLMReplyError`."""
+    """The reply's one JSON object, with exactly ``keys``; else :class:`LLMReplyError`."""
     document = _json_document(text)
     try:
         reply = json.loads(
