@@ -16,3 +16,4 @@ bench:  ## benchmarks; results land in bench/results/*.json
 	.venv/bin/python -m bench.serde_observation
 	.venv/bin/python -m bench.browser_fleet
 	.venv/bin/python -m bench.policy_worker
+	.venv/bin/python -m bench.task_load

@@ -24,7 +24,7 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
-from rich.table import Table
+from rich.table import Column, Table
 
 from infra.producer import DeliveryError
 from infra.settings import Settings, SettingsError
@@ -92,7 +92,7 @@ def load(file: TaskFile, strict: Strict = False) -> None:
     _print_line_errors(result)
     if strict and result.errors:
         errors.print(
-            f"[bold red]error:[/] {len(result.errors)} of {result.rows} lines are bad, so nothing "
+            f"[bold red]error:[/] {len(result.errors)} of {_lines(result.rows)} bad, so nothing "
             "was published (--strict). Fix the lines listed above and load the file again, or "
             "drop --strict to publish the good lines."
         )
@@ -114,9 +114,9 @@ def load(file: TaskFile, strict: Strict = False) -> None:
     )
     if result.errors:
         console.print(
-            f"[yellow]{result.skipped} of {result.rows} lines skipped[/] (listed above): fix them "
-            "and load the file again (only the fixed tasks will be published), or use --strict to "
-            "refuse files with bad lines.",
+            f"[yellow]{result.skipped} of {_lines(result.rows)} skipped[/] (listed above): fix "
+            "them and load the file again (only the fixed tasks will be published), or use "
+            "--strict to refuse files with bad lines.",
             highlight=False,
         )
 
@@ -146,11 +146,10 @@ def stats(
         origin = settings.topic("tasks")
     else:
         result = _read(file, strict=False)
+        _print_line_errors(result)
         if result.errors:
             console.print(
-                f"[yellow]{result.skipped} bad lines not counted[/]; "
-                f"`webgym tasks load {file} --strict` lists them",
-                highlight=False,
+                f"[yellow]{_lines(result.skipped)} not counted[/] (listed above)", highlight=False
             )
         tasks, origin = result.tasks, str(file)
     figures = task_stats(tasks)
@@ -200,7 +199,7 @@ def split(
         console.print(f"{name:>5}: {len(tasks)} tasks from {websites} websites -> {path}")
     if result.errors:
         console.print(
-            f"[yellow]{result.skipped} bad lines left out[/] (listed above)", highlight=False
+            f"[yellow]{_lines(result.skipped)} left out[/] (listed above)", highlight=False
         )
     _check_files(train, test)
 
@@ -236,7 +235,7 @@ def _check_files(train: Path, test: Path) -> None:
         console.print(table)
         websites = ", ".join(violation.website for violation in violations)
         errors.print(
-            f"[bold red]split check failed:[/] {len(violations)} websites in both splits: "
+            f"[bold red]split check failed:[/] websites in both splits: "
             f"{escape(websites)}. Move each website's tasks to one side, or split again with "
             "`webgym tasks split`.",
             highlight=False,
@@ -280,7 +279,7 @@ def _read(file: Path, strict: bool) -> LoadResult:
             file, strict=strict, progress=lambda share: progress.update(bar, completed=share)
         )
         progress.update(
-            bar, completed=1.0, description=f"read {escape(file.name)}: {result.rows} lines"
+            bar, completed=1.0, description=f"read {escape(file.name)}: {_lines(result.rows)}"
         )
     return result
 
@@ -289,10 +288,10 @@ def _print_line_errors(result: LoadResult) -> None:
     if not result.errors:
         return
     table = Table(
-        "file:line",
+        Column("file:line", overflow="fold"),
         "field",
         "message",
-        title=f"{len(result.errors)} bad lines",
+        title=f"bad: {_lines(len(result.errors))}",
         title_justify="left",
     )
     for error in result.errors[:MAX_ERRORS_SHOWN]:
@@ -302,3 +301,7 @@ def _print_line_errors(result: LoadResult) -> None:
     console.print(table)
     if len(result.errors) > MAX_ERRORS_SHOWN:
         console.print(f"... and {len(result.errors) - MAX_ERRORS_SHOWN} more")
+
+
+def _lines(count: int) -> str:
+    return f"{count} line" if count == 1 else f"{count} lines"

@@ -14,19 +14,27 @@ produce the same change: harmless, compaction keeps one.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaError, Message
+from confluent_kafka import KafkaError, KafkaException, Message
 
 from infra.producer import EventProducer
 from infra.settings import Settings
 from infra.topic_admin import TopicMissing, build_admin, existing_partitions
 from schemas.serde import SchemaCatalog, default_catalog
 from streams.task_catalog import TaskCatalog
+from tasks.webgym_format import gc_paused
 
 PublishProgress = Callable[[int, int], None]  # records acknowledged, records to produce
+_NO_LEADER_YET = {
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+}
+_REFRESH_BACKOFF_S = (0.1, 0.2, 0.5, 1.0, 2.0, 4.0)
 _POLL_EVERY = 1000  # records produced between serving delivery reports
 
 
@@ -52,8 +60,7 @@ def publish_tasks(
 ) -> PublishCounts:
     """Produce the tasks that are new or changed; return how many were new, changed, unchanged."""
     topic = settings.topic("tasks")
-    report(f"reading the current task set from {topic}...")
-    current = _published(settings)
+    current = _published(settings, report)
     report(f"comparing with the {len(current)} tasks on {topic}...")
     changes, counts = _changes(current, tasks, default_catalog())
     if not changes:
@@ -83,32 +90,49 @@ def read_published_tasks(settings: Settings) -> list[dict[str, Any]]:
     return _published(settings).tasks()
 
 
-def _published(settings: Settings) -> TaskCatalog:
+def _published(
+    settings: Settings, report: Callable[[str], None] = lambda line: None
+) -> TaskCatalog:
     topic = settings.topic("tasks")
     if topic not in existing_partitions(build_admin(settings), settings):
         raise TopicMissing(
             f"topic {topic} does not exist on {settings.bootstrap_servers}; create the topics "
             "with `webgym topics create` (or start the local stack with `webgym up`)"
         )
+    report(f"reading the current task set from {topic}...")
     current = TaskCatalog(settings)
-    current.refresh()
-    return current
+    backoffs = iter(_REFRESH_BACKOFF_S)
+    while True:
+        try:
+            with gc_paused():
+                current.refresh()
+            return current
+        except KafkaException as exc:
+            # A topic created a moment ago may have no partition leader yet: wait, then retry.
+            # The failure comes before any record is read, so the catalog is still empty.
+            backoff_s = next(backoffs, None)
+            if backoff_s is None or exc.args[0].code() not in _NO_LEADER_YET:
+                raise
+            time.sleep(backoff_s)
 
 
 def _changes(
     current: TaskCatalog, tasks: Iterable[dict[str, Any]], schemas: SchemaCatalog
 ) -> tuple[dict[str, bytes], PublishCounts]:
     """The encoded records to produce, by task_id, and the counts."""
-    latest: dict[str, bytes] = {}
-    for task in tasks:
-        latest[task["task_id"]] = schemas.encode("task", task)
+    latest = {task["task_id"]: task for task in tasks}
     changes: dict[str, bytes] = {}
     new = changed = unchanged = 0
-    for task_id, value in latest.items():
+    for task_id, task in latest.items():
         existing = current.cached(task_id)
+        # Equal decoded records encode equally: a re-load of an unchanged file encodes nothing.
+        if existing is not None and existing == task:
+            unchanged += 1
+            continue
+        value = schemas.encode("task", task)
         if existing is None:
             new += 1
-        elif schemas.encode("task", existing) == value:
+        elif schemas.encode("task", existing) == value:  # e.g. tuples for lists, extra keys
             unchanged += 1
             continue
         else:
