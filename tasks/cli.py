@@ -255,6 +255,123 @@ def _check_files(train: Path, test: Path) -> None:
     )
 
 
+LLMBaseUrl = Annotated[
+    str | None,
+    typer.Option(help="OpenAI-compatible server for the LLM steps, e.g. http://127.0.0.1:8000/v1"),
+]
+LLMModel = Annotated[str | None, typer.Option(help="model name the server serves")]
+LLMKey = Annotated[
+    str, typer.Option(envvar="WEBGYM_LLM_API_KEY", help="API key (env WEBGYM_LLM_API_KEY)")
+]
+Out = Annotated[Path, typer.Argument(help="where to write the result (.jsonl)", show_default=False)]
+
+
+def _llm(base_url: str | None, model: str | None, api_key: str, required: bool):
+    from tasks.llm_client import LLMConfig
+
+    if base_url and model:
+        return LLMConfig(base_url, model, api_key=api_key)
+    if base_url or model or required:
+        raise SettingsError(
+            "give both --llm-base-url and --llm-model (an OpenAI-compatible server, e.g. vLLM's "
+            "`vllm serve MODEL` at http://127.0.0.1:8000/v1)"
+        )
+    return None
+
+
+@tasks_app.command()
+@_user_errors
+def decompose(
+    file: TaskFile,
+    out: Out,
+    max_per_task: Annotated[int, typer.Option(min=1, help="subsets tried per task")] = 6,
+    llm_base_url: LLMBaseUrl = None,
+    llm_model: LLMModel = None,
+    llm_api_key: LLMKey = "not-needed",
+) -> None:
+    """Write easier subtasks built from proper subsets of each task's fact groups.
+
+    A task with at least two fact groups, one of them with three or more facts, yields subtasks
+    (parent_task_id set, one difficulty lower). Practice-web tasks are decomposed from their
+    ground truth; real-website tasks need an LLM (--llm-base-url, --llm-model) to rewrite the
+    instruction, and every rewrite is validated. Rejected subsets are listed with the reason.
+    """
+    from tasks.decompose import decompose as decompose_tasks
+
+    rewriter = _llm(llm_base_url, llm_model, llm_api_key, required=False)
+    result = _read(file, strict=False)
+    _print_line_errors(result)
+    with _bar(MofNCompleteColumn()) as progress:
+        bar = progress.add_task("decomposing", total=len(result.tasks))
+        decomposed = decompose_tasks(
+            result.tasks,
+            rewriter,
+            max_per_task,
+            on_task=lambda task_id: progress.advance(bar),
+        )
+    write_webgym_jsonl(out, decomposed.subtasks)
+    if decomposed.rejected:
+        table = Table("task", "fact groups", Column("reason", overflow="fold"), title="rejected")
+        for rejected in decomposed.rejected[:MAX_ERRORS_SHOWN]:
+            table.add_row(
+                escape(rejected.task_id),
+                "+".join(rejected.fact_group_ids) or "(task)",
+                escape(rejected.reason),
+            )
+        console.print(table)
+    console.print(
+        f"[green]{len(decomposed.subtasks)} subtasks[/] from {len(result.tasks)} tasks written to "
+        f"{escape(str(out))}; {len(decomposed.skipped)} tasks too simple to decompose, "
+        f"{len(decomposed.rejected)} subsets rejected, {len(decomposed.duplicates)} duplicates "
+        "dropped. Publish them with `webgym tasks load`.",
+        highlight=False,
+    )
+
+
+@tasks_app.command()
+@_user_errors
+def rubrics(
+    file: TaskFile,
+    out: Out,
+    llm_base_url: LLMBaseUrl = None,
+    llm_model: LLMModel = None,
+    llm_api_key: LLMKey = "not-needed",
+) -> None:
+    """Give tasks that come without a rubric one, proposed by an LLM and validated.
+
+    Tasks that have a rubric pass through unchanged. A proposed rubric must be 1-8 fact groups
+    (ids g1, g2, ...) of 1-10 distinct, non-empty facts; a malformed one is retried, then the
+    task is listed as rejected with the reason and left out of OUT.
+    """
+    from tasks.rubrics import generate_rubrics
+
+    config = _llm(llm_base_url, llm_model, llm_api_key, required=True)
+    with _bar(TaskProgressColumn()) as progress:
+        bar = progress.add_task(f"reading {escape(file.name)}", total=1.0)
+        result = load_tasks(
+            file,
+            progress=lambda share: progress.update(bar, completed=share),
+            rubric_optional=True,
+        )
+    _print_line_errors(result)
+    with _bar(MofNCompleteColumn()) as progress:
+        bar = progress.add_task("asking for rubrics", total=len(result.tasks))
+        generated = generate_rubrics(
+            result.tasks, config, on_task=lambda task_id: progress.advance(bar)
+        )
+    write_webgym_jsonl(out, generated.tasks_with_rubrics)
+    if generated.rejected:
+        table = Table("task", Column("reason", overflow="fold"), title="rejected")
+        for rejected in generated.rejected[:MAX_ERRORS_SHOWN]:
+            table.add_row(escape(rejected.task_id), escape(rejected.reason))
+        console.print(table)
+    console.print(
+        f"[green]{len(generated.tasks_with_rubrics)} tasks[/] written to {escape(str(out))}; "
+        f"{len(generated.rejected)} rejected (listed above).",
+        highlight=False,
+    )
+
+
 def _settings() -> Settings:
     try:
         return Settings()

@@ -129,12 +129,19 @@ class _Unreadable:
 
 
 def load_tasks(
-    path: Path | str, strict: bool = False, progress: Progress | None = None
+    path: Path | str,
+    strict: bool = False,
+    progress: Progress | None = None,
+    rubric_optional: bool = False,
 ) -> LoadResult:
-    """Read and validate a task file; see the module docstring for what is accepted."""
+    """Read and validate a task file; see the module docstring for what is accepted.
+
+    ``rubric_optional``: a task without a rubric loads with no fact groups (the input of rubric
+    generation); otherwise a missing rubric is an error.
+    """
     path = Path(path)
     with gc_paused():
-        return _load(path, strict, progress)
+        return _load(path, strict, progress, rubric_optional)
 
 
 @contextmanager
@@ -154,7 +161,9 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _load(path: Path, strict: bool, progress: Progress | None) -> LoadResult:
+def _load(
+    path: Path, strict: bool, progress: Progress | None, rubric_optional: bool = False
+) -> LoadResult:
     name = str(path)
     result = LoadResult([], [], strict=strict)
     first_line: dict[str, int] = {}
@@ -163,7 +172,7 @@ def _load(path: Path, strict: bool, progress: Progress | None) -> LoadResult:
         try:
             if isinstance(raw, _Unreadable):
                 raise TaskFieldError(None, raw.message)
-            task = task_from_webgym(raw)
+            task = task_from_webgym(raw, rubric_optional)
             earlier = first_line.get(task["task_id"])
             if earlier is not None:
                 raise TaskFieldError(
@@ -179,7 +188,7 @@ def _load(path: Path, strict: bool, progress: Progress | None) -> LoadResult:
     return result
 
 
-def task_from_webgym(raw: Mapping[str, Any]) -> dict[str, Any]:
+def task_from_webgym(raw: Mapping[str, Any], rubric_optional: bool = False) -> dict[str, Any]:
     """One task record from one WebGym line; raises :class:`TaskFieldError` naming the field."""
     if not isinstance(raw, Mapping):
         raise TaskFieldError(None, f"a line must be one JSON object, got {_kind(raw)}")
@@ -190,7 +199,11 @@ def task_from_webgym(raw: Mapping[str, Any]) -> dict[str, Any]:
         raise TaskFieldError("website", f"{website!r} contains spaces; give a host or a URL")
     start_url = _start_url(raw.get("start_url"), website)
     difficulty = normalise_difficulty(raw.get("difficulty"))
-    groups, group_extras = normalise_evaluator_reference(raw.get("evaluator_reference"))
+    rubric = raw.get("evaluator_reference")
+    if rubric_optional and (rubric is None or rubric == [] or rubric == ""):
+        groups, group_extras = [], {}
+    else:
+        groups, group_extras = normalise_evaluator_reference(rubric)
     split = normalise_split(raw)
     extras = _extras(raw)
     if group_extras:

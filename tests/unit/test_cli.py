@@ -16,6 +16,12 @@ COMMANDS = [
     ["status"],
     ["run"],
     ["smoke"],
+    ["tasks", "load"],
+    ["tasks", "stats"],
+    ["tasks", "split"],
+    ["tasks", "check-split"],
+    ["tasks", "decompose"],
+    ["tasks", "rubrics"],
     ["topics", "create"],
     ["topics", "list"],
     ["topics", "describe"],
@@ -60,3 +66,31 @@ def test_bad_difficulty_ratios_are_refused_before_anything_starts(ratios):
     assert result.exit_code == 1
     assert "--ratios" in result.output
     assert "easy=2" in result.output or "above 0" in result.output
+
+
+def test_decompose_writes_subtasks_that_load_back(tmp_path):
+    import json
+
+    from sites import generate_sites
+    from sites.tasks import generate_tasks
+    from tasks.webgym_format import load_tasks, write_webgym_jsonl
+
+    source, out = tmp_path / "tasks.jsonl", tmp_path / "subtasks.jsonl"
+    parents = generate_tasks(generate_sites(count=3))
+    write_webgym_jsonl(source, parents)
+    result = runner.invoke(app, ["tasks", "decompose", str(source), str(out)])
+    assert result.exit_code == 0, result.output
+    loaded = load_tasks(out)
+    assert not loaded.errors and loaded.tasks
+    ids = {t["task_id"] for t in parents}
+    for subtask in loaded.tasks:
+        assert subtask["parent_task_id"] in ids
+        assert json.loads(subtask["extra_json"])["source"] == "practice-web"
+    assert f"{len(loaded.tasks)} subtasks" in result.output
+
+
+def test_rubrics_without_a_server_says_what_to_give(tmp_path):
+    (tmp_path / "t.jsonl").write_text("")
+    result = runner.invoke(app, ["tasks", "rubrics", str(tmp_path / "t.jsonl"), "out.jsonl"])
+    assert result.exit_code == 1
+    assert "--llm-base-url" in result.output and "--llm-model" in result.output
