@@ -193,15 +193,11 @@ class Streams:
             )
             return None
 
-    async def send(self, outputs: list[Output], wait: bool = False) -> None:
-        futures = []
+    async def send(self, outputs: list[Output]) -> None:
+        """Queue the outputs; Faust flushes them before it commits any input offset."""
         for output in outputs:
             value = self.schemas.encode(output.event_type, output.record)
-            futures.append(
-                await self.topics[output.topic].send(key=output.key.encode(), value=value)
-            )
-        if wait:
-            await asyncio.gather(*futures)
+            await self.topics[output.topic].send(key=output.key.encode(), value=value)
 
     async def task(self, task_id: str) -> dict[str, Any] | None:
         return self.catalog.cached(task_id) or await asyncio.to_thread(self.catalog.get, task_id)
