@@ -170,7 +170,11 @@ def on_observation(
 
 
 def on_inference(
-    state: dict[str, Any] | None, inference: dict[str, Any], now_ms: int
+    state: dict[str, Any] | None,
+    inference: dict[str, Any],
+    now_ms: int,
+    partition: int = -1,
+    offset: int = -1,
 ) -> Transition:
     """The policy's reply: act on it, or end the episode."""
     if state is None:
@@ -193,6 +197,11 @@ def on_inference(
             "action": action,
             "parse_error": inference.get("parse_error"),
             "policy_version": inference["policy_version"],
+            "inference_at": [partition, offset],
+            "request_at": [
+                inference.get("request_partition", -1),
+                inference.get("request_offset", -1),
+            ],
         }
     )
     if inference["policy_version"] not in state["policy_versions"]:

@@ -39,6 +39,10 @@ def assemble(state: dict[str, Any]) -> dict[str, Any]:
                 "screenshot_sha256": observation["sha256"],
                 "policy_version": entry["policy_version"],
                 "trainable": entry["action"] is not None and not repeated,
+                "inference_partition": entry.get("inference_at", [-1, -1])[0],
+                "inference_offset": entry.get("inference_at", [-1, -1])[1],
+                "request_partition": entry.get("request_at", [-1, -1])[0],
+                "request_offset": entry.get("request_at", [-1, -1])[1],
             }
         )
     current = state.get("current") or {}

@@ -291,6 +291,9 @@ class PolicyWorker:
             "latency_ms": generation.latency_ms if generation else 0.0,
             "backend": self.config.backend_name,
             "model": generation.model if generation else "",
+            # Where the request lies: the learner reads back exactly the context that was seen.
+            "request_partition": item.tp[1],
+            "request_offset": item.offset,
         }
         self.producer.produce(
             self.settings.topic("inferences"),

@@ -14,5 +14,11 @@ def register(streams) -> None:
             if record is None:
                 continue
             episode_id = record["episode_id"]
-            transition = orchestrator.on_inference(streams.row(episode_id), record, now_ms())
+            transition = orchestrator.on_inference(
+                streams.row(episode_id),
+                record,
+                now_ms(),
+                event.message.partition,
+                event.message.offset,
+            )
             await streams.apply(episode_id, transition)
