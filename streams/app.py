@@ -202,15 +202,14 @@ class Streams:
     async def task(self, task_id: str) -> dict[str, Any] | None:
         return self.catalog.cached(task_id) or await asyncio.to_thread(self.catalog.get, task_id)
 
-    def owns(self, suffix: str, key: str) -> bool:
-        """Whether this worker holds the partition of ``key`` on topic ``suffix`` now."""
-        topic = self.topics[suffix]
-        count = topic.partitions or self.settings.default_partitions
-        partition = self._partitioner(key.encode(), list(range(count)), list(range(count)))
-        assignment = self.app.consumer.assignment()
-        return any(
-            tp.topic == topic.get_topic_name() and tp.partition == partition for tp in assignment
-        )
+    def owned_partitions(self, suffix: str) -> set[int]:
+        """The partitions of topic ``suffix`` this worker holds now."""
+        name = self.topics[suffix].get_topic_name()
+        return {tp.partition for tp in self.app.consumer.assignment() if tp.topic == name}
+
+    def partition_of(self, suffix: str, key: str) -> int:
+        partitions = list(range(self.topics[suffix].partitions or self.settings.default_partitions))
+        return self._partitioner(key.encode(), partitions, partitions)
 
     def row(self, episode_id: str) -> dict[str, Any] | None:
         return self.episodes.get(episode_id.encode())

@@ -24,9 +24,7 @@ Usage::
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,13 +32,13 @@ from typing import Any, TypeVar
 
 import openai
 
+from infra.json_replies import JSONReplyError, load_json_object, snippet
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 _BACKOFF_CAP_S = 8.0
-_SNIPPET_CHARS = 120
-_FENCED = re.compile(r"```(?i:json)?\s*(?P<body>.*?)\s*```", re.DOTALL)
 # Configuration errors: retrying cannot help and every later request would fail the same way.
 _FATAL_API_ERRORS = (
     openai.AuthenticationError,
@@ -189,84 +187,12 @@ def as_client(llm: LLMClient | LLMConfig) -> LLMClient:
 # -- strict JSON replies ---------------------------------------------------------------------
 
 
-def snippet(text: str) -> str:
-    text = text.strip()
-    return repr(text if len(text) <= _SNIPPET_CHARS else text[:_SNIPPET_CHARS] + "...")
-
-
-def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in obj:
-            raise LLMReplyError(f"key {key!r} appears twice in one JSON object")
-        obj[key] = value
-    return obj
-
-
-def _reject_constant(name: str) -> Any:
-    raise LLMReplyError(f"{name} is not valid JSON")
-
-
-def _json_document(text: str) -> str:
-    """The JSON text of a reply: the whole reply, or the body of its only ```json block."""
-    stripped = text.strip()
-    if not stripped:
-        raise LLMReplyError("empty reply")
-    if stripped.startswith("{"):
-        return stripped
-    if stripped.startswith("```"):
-        fenced = _FENCED.fullmatch(stripped)
-        if fenced is None:
-            raise LLMReplyError(
-                "reply opens a code fence but is not exactly one closed ```json block "
-                f"(truncated?): {snippet(stripped)}"
-            )
-        body = fenced.group("body")
-        if "```" in body:
-            raise LLMReplyError("reply has more than one code block; expected one ```json block")
-        return body
-    if "{" in stripped:
-        raise LLMReplyError(
-            f"reply has text outside the JSON object; expected the object alone: {snippet(text)}"
-        )
-    raise LLMReplyError(f"reply is not a JSON object: {snippet(text)}")
-
-
-def _unclosed(document: str) -> bool:
-    """Whether a JSON text stops inside a string or before closing every object and list."""
-    depth, in_string, escaped = 0, False, False
-    for char in document:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "{[":
-            depth += 1
-        elif char in "}]":
-            depth -= 1
-    return in_string or depth > 0
-
-
 def parse_json_object(text: str, keys: set[str]) -> dict[str, Any]:
     """The reply's one JSON object, with exactly ``keys``; else :class:`LLMReplyError`."""
-    document = _json_document(text)
     try:
-        reply = json.loads(
-            document, object_pairs_hook=_reject_duplicate_keys, parse_constant=_reject_constant
-        )
-    except json.JSONDecodeError as exc:
-        if _unclosed(document):
-            raise LLMReplyError(f"reply ends mid-JSON (truncated): {exc}") from None
-        if exc.msg == "Extra data":
-            raise LLMReplyError(f"reply has text after the JSON object: {exc}") from None
-        raise LLMReplyError(f"reply is not valid JSON: {exc}") from None
-    if not isinstance(reply, dict):
-        raise LLMReplyError(f"reply must be a JSON object, got {type(reply).__name__}")
+        reply = load_json_object(text)
+    except JSONReplyError as exc:
+        raise LLMReplyError(str(exc)) from None
     unknown = sorted(set(reply) - keys)
     if unknown:
         raise LLMReplyError(f"unknown keys {unknown}; expected {sorted(keys)}")

@@ -43,7 +43,7 @@ def register(streams, interval_s: float = 2.0) -> None:
     @streams.app.timer(interval=interval_s)
     async def top_up():
         state = streams.sampler.get(KEY)
-        if state is None or not streams.owns("curriculum", KEY.decode()):
+        if state is None or not streams.owned_partitions("curriculum"):
             return
         if curriculum.short_of_target(state, await tasks(), now_ms()):
             tick = {"event_id": f"tick:{uuid.uuid4().hex}", "ts": now_ms(), "kind": "tick"}

@@ -25,8 +25,9 @@ def register(streams, ended_kept_ms: int, interval_s: float = 1.0) -> None:
     @streams.app.timer(interval=interval_s)
     async def leases():
         now = now_ms()
+        owned = streams.owned_partitions("episodes")
         for episode_id, state in streams.rows():
-            if state is None or not streams.owns("episodes", episode_id):
+            if state is None or streams.partition_of("episodes", episode_id) not in owned:
                 continue
             end = state.get("end")
             if end is not None:

@@ -29,12 +29,12 @@ import asyncio
 import base64
 import json
 import logging
-import re
 from dataclasses import dataclass
 from typing import Any
 
 import openai
 
+from infra.json_replies import JSONReplyError, load_json_object, snippet
 from streams.judges import Score
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,6 @@ ANSWER_SUPPORTED_GROUP = "_answer_supported"
 REFERENCE_GROUP = "_reference"
 NO_FINAL_ANSWER = "no final answer"
 _BACKOFF_CAP_S = 8.0
-_SNIPPET_CHARS = 120
 # Configuration errors: retrying cannot help and every later trajectory would fail the same way.
 _FATAL_API_ERRORS = (
     openai.AuthenticationError,
@@ -85,7 +84,6 @@ _TOP_LEVEL_KEYS = {
     "reference_rationale",
 }
 _FACT_KEYS = {"id", "satisfied", "rationale"}
-_FENCED = re.compile(r"```(?i:json)?\s*(?P<body>.*?)\s*```", re.DOTALL)
 
 
 class JudgeReplyError(ValueError):
@@ -187,69 +185,6 @@ def reference_answer(task: dict[str, Any]) -> str | None:
     return reference if reference and reference.strip() else None
 
 
-def _snippet(text: str) -> str:
-    text = text.strip()
-    return repr(text if len(text) <= _SNIPPET_CHARS else text[:_SNIPPET_CHARS] + "...")
-
-
-def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in obj:
-            raise JudgeReplyError(f"key {key!r} appears twice in one JSON object")
-        obj[key] = value
-    return obj
-
-
-def _reject_constant(name: str) -> Any:
-    raise JudgeReplyError(f"{name} is not valid JSON")
-
-
-def _json_document(text: str) -> str:
-    """The JSON text of a reply: the whole reply, or the body of its only ```json block."""
-    stripped = text.strip()
-    if not stripped:
-        raise JudgeReplyError("empty reply")
-    if stripped.startswith("{"):
-        return stripped
-    if stripped.startswith("```"):
-        fenced = _FENCED.fullmatch(stripped)
-        if fenced is None:
-            raise JudgeReplyError(
-                "reply opens a code fence but is not exactly one closed ```json block "
-                f"(truncated?): {_snippet(stripped)}"
-            )
-        body = fenced.group("body")
-        if "```" in body:
-            raise JudgeReplyError("reply has more than one code block; expected one ```json block")
-        return body
-    if "{" in stripped:
-        raise JudgeReplyError(
-            f"reply has text outside the JSON object; expected the object alone: {_snippet(text)}"
-        )
-    raise JudgeReplyError(f"reply is not a JSON object: {_snippet(text)}")
-
-
-def _unclosed(document: str) -> bool:
-    """Whether a JSON text stops inside a string or before closing every object and list."""
-    depth, in_string, escaped = 0, False, False
-    for char in document:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "{[":
-            depth += 1
-        elif char in "}]":
-            depth -= 1
-    return in_string or depth > 0
-
-
 def _boolean(value: Any, where: str) -> bool:
     if not isinstance(value, bool):
         raise JudgeReplyError(
@@ -270,21 +205,10 @@ def parse_judgement(text: str, task: dict[str, Any]) -> Judgement:
     Decisions (``answer_supported``, each fact's ``satisfied``, ``matches_reference`` when the task
     has a reference answer) are required JSON booleans; rationales are optional strings.
     """
-    document = _json_document(text)
     try:
-        reply = json.loads(
-            document,
-            object_pairs_hook=_reject_duplicate_keys,
-            parse_constant=_reject_constant,
-        )
-    except json.JSONDecodeError as exc:
-        if _unclosed(document):
-            raise JudgeReplyError(f"reply ends mid-JSON (truncated): {exc}") from None
-        if exc.msg == "Extra data":
-            raise JudgeReplyError(f"reply has text after the JSON object: {exc}") from None
-        raise JudgeReplyError(f"reply is not valid JSON: {exc}") from None
-    if not isinstance(reply, dict):
-        raise JudgeReplyError(f"reply must be a JSON object, got {type(reply).__name__}")
+        reply = load_json_object(text)
+    except JSONReplyError as exc:
+        raise JudgeReplyError(str(exc)) from None
     unknown_keys = sorted(set(reply) - _TOP_LEVEL_KEYS)
     if unknown_keys:
         raise JudgeReplyError(f"unknown keys {unknown_keys}; expected {sorted(_TOP_LEVEL_KEYS)}")
@@ -520,7 +444,7 @@ class LLMRubricJudge:
         if choice.finish_reason == "length":
             raise JudgeReplyError(
                 f"reply cut at max_tokens={self.max_tokens} (finish_reason 'length'): "
-                f"{_snippet(text)}"
+                f"{snippet(text)}"
             )
         return parse_judgement(text, task)
 
