@@ -31,6 +31,7 @@ from infra.topic_admin import (
     topic_states,
 )
 from infra.topics import MIB, TOPICS
+from infra.weights import WeightsRejected
 from sites.cli import sites_app
 from tasks.cli import tasks_app
 
@@ -53,6 +54,11 @@ worker_app = typer.Typer(
 app.add_typer(worker_app, name="worker")
 model_app = typer.Typer(help="Model checkpoints.", no_args_is_help=True)
 app.add_typer(model_app, name="model")
+policy_app = typer.Typer(
+    help="Published policy versions (weights in MinIO, announced on webgym.policy.versions).",
+    no_args_is_help=True,
+)
+app.add_typer(policy_app, name="policy")
 
 KNOWN_ERRORS = (
     stack.StackError,
@@ -62,6 +68,7 @@ KNOWN_ERRORS = (
     DeliveryError,
     TopicMissing,
     RunFailed,
+    WeightsRejected,
 )
 
 
@@ -183,6 +190,13 @@ def run(
     summary_json: Annotated[
         Path | None, typer.Option(help="also write the summary figures to this JSON file")
     ] = None,
+    learner_model: Annotated[
+        Path | None,
+        typer.Option(
+            help="also run the learner on this base checkpoint (e.g. from `webgym model tiny`); "
+            "it trains on the run's successes and publishes versions the policy worker loads"
+        ),
+    ] = None,
 ) -> None:
     """The main job: the whole rollout loop on the practice web, on the local stack.
 
@@ -214,6 +228,9 @@ def run(
         error_rate=error_rate,
         sites=sites,
         seed=seed,
+        learner_model=str(learner_model) if learner_model else None,
+        # A short run: train whatever arrived after 5 quiet seconds.
+        learner_args=("--policy-name", "default", "--idle-s", "5"),
     )
     progress = Progress(
         TextColumn("[bold]episodes"),
@@ -474,6 +491,181 @@ def worker_policy(
         batch_size=batch_size,
     )
     run_policy_worker(settings, config, factory)
+
+
+@app.command()
+@user_errors
+def learner(
+    model: Annotated[
+        str, typer.Option(help="base checkpoint: a directory, or a model id in the local HF cache")
+    ],
+    policy_name: Annotated[str, typer.Option(help="publish versions of this policy")] = "default",
+    lora_rank: Annotated[
+        int,
+        typer.Option(min=0, help="LoRA rank on the attention projections; 0 = full fine-tuning"),
+    ] = 16,
+    lora_alpha: Annotated[int, typer.Option(min=1, help="LoRA scaling numerator")] = 32,
+    lr: Annotated[float, typer.Option(min=0.0, help="AdamW learning rate")] = 1e-4,
+    fresh_per_step: Annotated[
+        int, typer.Option(min=1, help="new samples per optimiser step (whole trajectories)")
+    ] = 8,
+    replay_per_step: Annotated[
+        int, typer.Option(min=0, help="recency-weighted window samples per optimiser step")
+    ] = 8,
+    publish_every: Annotated[int, typer.Option(min=1, help="optimiser steps per version")] = 4,
+    window: Annotated[int, typer.Option(min=1, help="samples kept for replay")] = 256,
+    half_life: Annotated[
+        float, typer.Option(min=0.001, help="recency half-life of replay draws, in samples")
+    ] = 64.0,
+    max_staleness: Annotated[
+        int, typer.Option(min=0, help="drop samples from policies more versions behind than this")
+    ] = 4,
+    keep_versions: Annotated[
+        int, typer.Option(min=1, help="versions kept in MinIO for rollback")
+    ] = 5,
+    idle_s: Annotated[
+        float, typer.Option(min=0.0, help="input quiet this long: train what is pending, publish")
+    ] = 30.0,
+    exit_when_idle: Annotated[
+        bool, typer.Option(help="exit once input is idle and everything is published")
+    ] = False,
+    device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N (bf16 on GPUs)")] = "cpu",
+    gradient_checkpointing: Annotated[
+        bool, typer.Option(help="trade compute for memory (large models on one GPU)")
+    ] = False,
+    group: Annotated[str, typer.Option(help="consumer group on the success stream")] = (
+        "webgym-learner"
+    ),
+    seed: Annotated[int, typer.Option(help="seed of the replay draws")] = 0,
+) -> None:
+    """Train the policy on webgym.trajectories.success and publish versions while rollouts run.
+
+    Filtered behaviour cloning: cross-entropy on the reply tokens of successful steps, exactly as
+    the policy saw and said them. Every --publish-every optimiser steps it writes the weights and
+    a manifest to MinIO (policies/<name>/v<N>/), announces them on webgym.policy.versions, and
+    only then commits its offsets; killed at any point, it resumes from the last announced
+    version. Ctrl-C publishes what is trained, then stops.
+    """
+    import logging
+    import signal
+    import threading
+
+    from learner.loop import Learner, LearnerConfig, LearnerError
+    from learner.trainer import TrainerConfig
+
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    settings = _settings()
+    config = LearnerConfig(
+        policy_name=policy_name,
+        group_id=group,
+        fresh_per_step=fresh_per_step,
+        replay_per_step=replay_per_step,
+        publish_every=publish_every,
+        window=window,
+        recency_half_life=half_life,
+        max_staleness=max_staleness,
+        keep_versions=keep_versions,
+        idle_s=idle_s,
+        exit_when_idle=exit_when_idle,
+        seed=seed,
+    )
+    trainer_config = TrainerConfig(
+        model=model,
+        lora_rank=lora_rank,
+        lora_alpha=lora_alpha,
+        learning_rate=lr,
+        device=device,
+        gradient_checkpointing=gradient_checkpointing,
+    )
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        worker = Learner(settings, config, trainer_config)
+    except (LearnerError, OSError, ValueError) as exc:
+        raise SettingsError(f"cannot start the learner: {exc}") from exc
+    console.print(
+        f"learner for policy [bold]{policy_name}[/] from {model} "
+        f"({'LoRA rank ' + str(lora_rank) if lora_rank else 'full fine-tuning'}, {device}) "
+        f"on {settings.topic('trajectories.success')}. Ctrl-C to stop."
+    )
+    try:
+        worker.run(stop)
+    except LearnerError as exc:
+        raise SettingsError(str(exc)) from exc
+    finally:
+        worker.close()
+    console.print(
+        f"stopped: {worker.stats['optimizer_steps']} optimiser steps, "
+        f"{worker.stats['samples_trained']} samples trained, "
+        f"published {[f'v{v}' for v, _, _ in worker.stats['published']]}"
+    )
+
+
+@policy_app.command("versions")
+@user_errors
+def policy_versions(
+    policy_name: Annotated[str, typer.Option(help="the policy")] = "default",
+) -> None:
+    """List the stored versions of a policy: samples seen, optimiser steps, last loss, origin."""
+    from infra.objects import build_minio
+    from infra.weights import latest_announced, read_manifest, stored_versions
+
+    settings = _settings()
+    client = build_minio(settings)
+    latest = latest_announced(settings, policy_name)
+    serving = latest["policy_version"] if latest else 0
+    table = Table("version", "samples seen", "optimiser steps", "last loss", "origin", "files")
+    for version in stored_versions(client, settings, policy_name):
+        try:
+            manifest = read_manifest(client, settings, policy_name, version)
+        except WeightsRejected:
+            table.add_row(f"v{version}", "-", "-", "-", "incomplete upload (never announced)", "-")
+            continue
+        training = manifest.training
+        origin = (
+            f"rollback to v{training['rollback_of']}"
+            if "rollback_of" in training
+            else f"trained from v{manifest.parent_version or 0}"
+        )
+        losses = training.get("losses") or []
+        table.add_row(
+            f"v{version}" + (" (latest)" if version == serving else ""),
+            str(manifest.samples_seen),
+            str(training.get("optimizer_steps", "-")),
+            f"{losses[-1]:.4f}" if losses else "-",
+            origin,
+            str(len(manifest.files)),
+        )
+    console.print(table)
+    if latest is None:
+        console.print(f"no version of {policy_name} is announced yet; start `webgym learner`")
+
+
+@policy_app.command("rollback")
+@user_errors
+def policy_rollback(
+    version: Annotated[int, typer.Argument(help="the stored version to serve again")],
+    policy_name: Annotated[str, typer.Option(help="the policy")] = "default",
+) -> None:
+    """Serve an older version again, published as the next version (versions only go up).
+
+    Policy workers swap it in like any new version; a running learner sees a newer version than
+    its own and resumes from it (its unpublished steps are dropped).
+    """
+    from infra.objects import build_minio
+    from infra.producer import EventProducer
+    from infra.weights import rollback
+
+    settings = _settings()
+    producer = EventProducer.connect(settings, "webgym-policy-rollback")
+    event = rollback(build_minio(settings), settings, producer, policy_name, version)
+    console.print(
+        f"{policy_name} v{event['policy_version']} now serves the weights of v{version} "
+        f"({event['location']})"
+    )
 
 
 @model_app.command("tiny")

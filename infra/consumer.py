@@ -15,7 +15,14 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message
+from confluent_kafka import (
+    OFFSET_STORED,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
 
 from infra.dead_letters import DeadLetterRouter
 from infra.settings import Settings
@@ -70,6 +77,25 @@ class EventConsumer:
 
     def subscribe(self, topics: list[str]) -> None:
         self._consumer.subscribe(topics)
+
+    def assign(self, topic: str, offsets: dict[int, int], timeout_s: float = 30.0) -> list[int]:
+        """Read every partition of ``topic`` (no rebalancing): from ``offsets[p]`` where given,
+        else from the group's committed offset, else from the start. Returns the partitions."""
+        partitions = sorted(
+            self._consumer.list_topics(topic, timeout=timeout_s).topics[topic].partitions
+        )
+        self._consumer.assign(
+            [TopicPartition(topic, p, offsets.get(p, OFFSET_STORED)) for p in partitions]
+        )
+        return partitions
+
+    def commit_offsets(self, topic: str, offsets: dict[int, int]) -> None:
+        """Synchronously commit ``offsets`` (partition -> next offset to read) for the group."""
+        if offsets:
+            self._consumer.commit(
+                offsets=[TopicPartition(topic, p, o) for p, o in sorted(offsets.items())],
+                asynchronous=False,
+            )
 
     def poll(self, timeout: float = 1.0) -> ConsumedEvent | None:
         """The next decodable event, or None when nothing (decodable) arrived in time."""

@@ -56,6 +56,9 @@ class RunOptions:
     tasks: tuple[dict[str, Any], ...] = ()
     task_set: str = "practice-web"
     run_id: str = ""
+    # Also run `webgym learner --model <learner_model> <learner_args>` (None: no learner).
+    learner_model: str | None = None
+    learner_args: tuple[str, ...] = ()
 
 
 @dataclass
@@ -344,9 +347,27 @@ def run_local(
         )
         report("starting the stream processors (faust worker)...")
         children["stream processors"] = Child.start("streams", faust_argv(), env, log_dir)
+        if options.learner_model:
+            report("starting the learner...")
+            children["learner"] = Child.start(
+                "learner",
+                [
+                    sys.executable,
+                    "-m",
+                    "infra.cli",
+                    "learner",
+                    "--model",
+                    options.learner_model,
+                    *options.learner_args,
+                ],
+                env,
+                log_dir,
+            )
         children["browser worker"].wait_for("assigned", 120)
         children["policy worker"].wait_for("assigned", 180)
         children["stream processors"].wait_for("Ready", 120)
+        if "learner" in children:
+            children["learner"].wait_for("ready at v", 300)
         since = now_ms() - 1000
         follower = RunFollower(settings, run_id, since)
         cleanup.callback(follower.close)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -107,6 +108,10 @@ class Settings(BaseSettings):
     )
     streams_session_timeout_s: float = Field(
         10.0, gt=0, description="a dead Faust worker's partitions move after this long"
+    )
+    learner_hold_at: Literal["after-step", "mid-upload", "after-announce"] | None = Field(
+        None,
+        description="crash tests only: the learner stops and waits to be killed at this point",
     )
 
     # Local directories

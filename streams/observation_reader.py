@@ -42,6 +42,9 @@ class EventReader:
             settings,
             group_id=f"webgym-event-reader-{uuid.uuid4().hex[:8]}",  # never commits
             client_id="webgym-event-reader",
+            # Random access: after each record the consumer's next fetch sits at the end of the
+            # log, and the broker would hold it (and the next assign) for fetch.wait.max.ms.
+            **{"fetch.wait.max.ms": 5},
         )
         self._lock = threading.Lock()
 

@@ -60,8 +60,10 @@ def backend_factory(options: BackendOptions) -> BackendFactory:
         from agents.policy.backends.local import LocalBackend
 
         def local(weights: Path | None) -> LocalBackend:
+            adapter = weights if weights and (weights / "adapter_config.json").exists() else None
+            checkpoint = Path(model) if weights is None or adapter else weights
             return LocalBackend(
-                weights or Path(model), device=device, max_new_tokens=max_new_tokens
+                checkpoint, device=device, max_new_tokens=max_new_tokens, adapter=adapter
             )
 
         return local

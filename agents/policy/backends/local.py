@@ -10,6 +10,8 @@ Guarantees:
   distribution (temperature 1, no top-k/top-p), as vLLM reports raw log-probabilities.
 - Thread-safe: calls are serialised by a lock, so `asyncio.to_thread(backend.generate, ...)`
   from several tasks is fine.
+- A LoRA adapter (a directory with `adapter_config.json`, as the learner publishes) is applied to
+  the checkpoint and merged into it, so it generates at the base model's speed.
 """
 
 from __future__ import annotations
@@ -37,13 +39,14 @@ class LocalBackend:
         max_new_tokens: int = 64,
         temperature: float = 0.0,
         seed: int = 0,
+        adapter: Path | None = None,
     ) -> None:
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         if temperature < 0:
             raise ValueError(f"temperature must be >= 0 (0 means greedy), got {temperature}")
         self.checkpoint = Path(checkpoint)
-        self.model_name = self.checkpoint.name
+        self.model_name = (adapter or self.checkpoint).name
         self.device = device
         self.max_new_tokens = max_new_tokens
         self.temperature = temperature
@@ -56,6 +59,10 @@ class LocalBackend:
             self.checkpoint,
             dtype=torch.float32 if device == "cpu" else "auto",  # CPUs are slow at bf16
         ).to(device)
+        if adapter is not None:
+            from peft import PeftModel
+
+            self.model = PeftModel.from_pretrained(self.model, adapter).merge_and_unload()
         self.model.eval()
         eos = self.model.generation_config.eos_token_id
         self._eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
