@@ -37,7 +37,8 @@ def test_publish_then_fetch_verifies_every_file(
     assert announced[0].key == name.encode()
 
     fetched = fetch_weights(client, event, tmp_path / "cache")
-    assert fetched == tmp_path / "cache" / name / "v1"
+    # Named after the version and its manifest: another store's v1 never shares the copy.
+    assert fetched == tmp_path / "cache" / name / f"v1-{event['manifest_sha256'][:16]}"
     for relative in ("model.safetensors", "sub/config.json"):
         assert (fetched / relative).read_bytes() == (weights_dir / relative).read_bytes()
 
@@ -53,7 +54,7 @@ def test_a_tampered_or_missing_file_is_refused(settings, producer, weights_dir, 
     put_bytes(client, settings.policies_bucket, prefix + "model.safetensors", b"evil", "x/y")
     with pytest.raises(WeightsRejected, match="model.safetensors .* has sha256"):
         fetch_weights(client, event, tmp_path / "cache")
-    assert not (tmp_path / "cache" / name / "v1").exists()  # nothing half-written is left
+    assert not (tmp_path / "cache" / name).exists()  # nothing half-written is left
 
     client.remove_object(settings.policies_bucket, prefix + "model.safetensors")
     with pytest.raises(WeightsRejected, match="is missing"):

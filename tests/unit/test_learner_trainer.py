@@ -11,6 +11,7 @@ from PIL import Image
 from agents.policy.backends import ChatRequest
 from agents.policy.backends.local import LocalBackend
 from agents.policy.context import Current, build_context
+from agents.policy.main import BackendOptions, backend_factory
 from agents.policy.parser import format_reply
 from agents.policy.tiny_model import build_tiny_vl_model
 from learner.samples import Sample
@@ -76,7 +77,11 @@ def test_the_local_backend_serves_a_published_adapter(tiny, tmp_path):
         trainer.step([_sample(1)])
     trainer.save(tmp_path / "adapter")
     base = LocalBackend(tiny, max_new_tokens=4)
-    tuned = LocalBackend(tiny, max_new_tokens=4, adapter=tmp_path / "adapter")
+    # What `webgym worker policy --backend local --model <tiny>` builds for a published adapter.
+    tuned = backend_factory(BackendOptions("local", str(tiny), max_new_tokens=4))(
+        tmp_path / "adapter"
+    )
+    assert isinstance(tuned, LocalBackend) and tuned.checkpoint == tiny
     request = ChatRequest([{"role": "user", "content": "Say hi."}])
     assert tuned.model_name == "adapter"
     changed = [
