@@ -102,6 +102,35 @@ class Ledger:
     losses: list[float] = field(default_factory=list)
 
 
+def next_batch(
+    pending: deque[PendingRecord], fresh_per_step: int, version: int, max_staleness: int
+) -> tuple[list[tuple[Sample, int, int]], list[str]]:
+    """Pop the next whole records holding at least ``fresh_per_step`` samples (or all there
+    are); return their samples that are not stale, with their record's partition and offset,
+    and the keys of those dropped (stale, or gone from the log)."""
+    taken: list[PendingRecord] = []
+    while pending and sum(len(r.samples) for r in taken) < fresh_per_step:
+        taken.append(pending.popleft())
+    placed, dropped = [], []
+    for record in taken:
+        dropped.extend(record.unavailable)
+        for sample in record.samples:
+            if is_stale(sample.policy_version, version, max_staleness):
+                dropped.append(sample_key(sample))
+            else:
+                placed.append((sample, record.partition, record.offset))
+    return placed, dropped
+
+
+def input_offsets(positions: dict[int, int], pending: deque[PendingRecord]) -> dict[int, int]:
+    """Per partition, the first record not yet trained: the earliest pending one, else the
+    position after the last record read."""
+    offsets = dict(positions)
+    for record in reversed(pending):  # the earliest pending record of a partition wins
+        offsets[record.partition] = record.offset
+    return offsets
+
+
 class Learner:
     def __init__(self, settings: Settings, config: LearnerConfig, trainer_config: TrainerConfig):
         if config.fresh_per_step < 1 or config.publish_every < 1:
@@ -240,21 +269,13 @@ class Learner:
 
     def _train_step(self) -> None:
         """Train the next whole records (>= fresh_per_step samples) with a replay draw."""
-        taken: list[PendingRecord] = []
-        while self.pending and sum(len(r.samples) for r in taken) < self.config.fresh_per_step:
-            taken.append(self.pending.popleft())
-        fresh, placed, dropped = [], [], []
-        for record in taken:
-            dropped.extend(record.unavailable)
-            for sample in record.samples:
-                if is_stale(sample.policy_version, self.version, self.config.max_staleness):
-                    dropped.append(sample_key(sample))
-                else:
-                    fresh.append(sample)
-                    placed.append((sample, record.partition, record.offset))
+        placed, dropped = next_batch(
+            self.pending, self.config.fresh_per_step, self.version, self.config.max_staleness
+        )
         self.ledger.dropped.extend(dropped)
-        if not fresh:
+        if not placed:
             return
+        fresh = [sample for sample, _, _ in placed]
         replay = self.window.draw(
             self.config.replay_per_step, self.config.seed * 1_000_003 + self.optimizer_steps
         )
@@ -285,11 +306,7 @@ class Learner:
         self._hold("after-step")
 
     def input_offsets(self) -> dict[int, int]:
-        """Per partition, the first record not yet trained into a version."""
-        offsets = dict(self.positions)
-        for record in reversed(self.pending):  # the earliest pending record of a partition wins
-            offsets[record.partition] = record.offset
-        return offsets
+        return input_offsets(self.positions, self.pending)
 
     def publish(self) -> dict[str, Any]:
         """Publish the next version, then commit the input offsets (see the module docstring)."""

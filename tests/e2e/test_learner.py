@@ -175,7 +175,10 @@ def test_a_killed_learner_never_announces_partial_weights_nor_trains_a_sample_tw
     # 4. Runs to the end: resumes from v1's manifest offsets, publishes the rest, exits idle.
     learner = _learner(run_settings, tiny_model, tmp_path, "learner-4")
     assert learner.process.wait(timeout=300) == 0, learner.text()[-3000:]
-    assert "resumed default from v1" in learner.text()
+    # Its window was rebuilt from the log: every entry v1 recorded is back.
+    v1_window = read_manifest(minio, run_settings, name, 1).training["window"]
+    assert v1_window and "resumed default from v1 " in learner.text()
+    assert f"window {len(v1_window)}, offsets" in learner.text()
 
     versions = _versions(run_settings)
     numbers = [v["policy_version"] for v in versions]

@@ -7,8 +7,19 @@ import uuid
 
 import pytest
 
-from infra.objects import build_minio, put_bytes
-from infra.weights import WeightsRejected, fetch_weights, publish_weights, version_prefix
+from infra.objects import build_minio, put_bytes, read_bytes
+from infra.weights import (
+    WeightsRejected,
+    fetch_weights,
+    latest_announced,
+    prune_versions,
+    publish_weights,
+    read_manifest,
+    remove_unannounced,
+    rollback,
+    stored_versions,
+    version_prefix,
+)
 from tests.integration.helpers import drain
 
 
@@ -63,3 +74,37 @@ def test_a_tampered_or_missing_file_is_refused(settings, producer, weights_dir, 
     forged = {**event, "manifest_sha256": "0" * 64}
     with pytest.raises(WeightsRejected, match="the version event says 0000"):
         fetch_weights(client, forged, tmp_path / "cache")
+
+
+def test_retention_leftovers_and_rollback_keep_versions_going_up(
+    settings, producer, weights_dir, tmp_path
+):
+    client = build_minio(settings)
+    name = f"tiny-{uuid.uuid4().hex[:6]}"
+    for version in (1, 2, 3, 4):
+        (weights_dir / "model.safetensors").write_bytes(os.urandom(1000) + bytes([version]))
+        publish_weights(client, settings, producer, name, version, weights_dir, "tiny-qwen-vl")
+    assert latest_announced(settings, name)["policy_version"] == 4
+
+    assert prune_versions(client, settings, name, latest=4, keep=2) == [1, 2]
+    assert stored_versions(client, settings, name) == [3, 4]
+    with pytest.raises(WeightsRejected, match=r"v1 of .* is no longer stored .* v3, v4"):
+        rollback(client, settings, producer, name, 1)
+    with pytest.raises(WeightsRejected, match="below the latest"):
+        rollback(client, settings, producer, name, 4)
+
+    # An interrupted upload of v5 (files, no manifest, no event) is a leftover, and goes.
+    leftover = version_prefix(name, 5) + "model.safetensors"
+    put_bytes(client, settings.policies_bucket, leftover, b"x", "x/y")
+    assert remove_unannounced(client, settings, name, announced=4) == [5]
+    assert stored_versions(client, settings, name) == [3, 4]
+
+    event = rollback(client, settings, producer, name, 3)
+    assert event["policy_version"] == 5 and latest_announced(settings, name) == event
+    manifest = read_manifest(client, settings, name, 5)
+    assert manifest.training["rollback_of"] == 3 and manifest.parent_version == 4
+    assert manifest.files == read_manifest(client, settings, name, 3).files
+    served = fetch_weights(client, event, tmp_path / "cache")  # verified like any version
+    stored = version_prefix(name, 3) + "model.safetensors"
+    original = read_bytes(client, settings.policies_bucket, stored)
+    assert (served / "model.safetensors").read_bytes() == original
