@@ -18,6 +18,8 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Column, Table
 
+from analytics import dashboard_cli, replay_cli, rescore_cli, stats_cli
+from analytics.errors import AnalyticsError
 from infra import stack
 from infra.chromium import ChromiumMissing
 from infra.local_run import RunFailed
@@ -69,6 +71,7 @@ KNOWN_ERRORS = (
     TopicMissing,
     RunFailed,
     WeightsRejected,
+    AnalyticsError,
 )
 
 
@@ -678,6 +681,13 @@ def model_tiny(
 
     path = build_tiny_vl_model(out, seed=seed)
     console.print(f"tiny Qwen-VL checkpoint written to {path}")
+
+
+# Views of the log (analytics/): each command lives with its view; light imports only.
+app.command("replay")(user_errors(replay_cli.replay))
+app.command("rescore")(user_errors(rescore_cli.rescore))
+app.command("stats")(user_errors(stats_cli.stats))
+app.command("dashboard")(user_errors(dashboard_cli.dashboard))
 
 
 def main() -> None:

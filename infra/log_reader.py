@@ -11,7 +11,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, TIMESTAMP_NOT_AVAILABLE, TopicPartition
 
 from infra.consumer import build_consumer
 from infra.settings import Settings
@@ -27,6 +27,8 @@ class LoggedEvent:
     record: dict[str, Any]
     headers: list[tuple[str, bytes]]
     error: str | None = None
+    # The Kafka message timestamp (the producer's create time unless the topic says otherwise).
+    timestamp_ms: int | None = None
 
 
 def read_topic(
@@ -63,6 +65,7 @@ def read_topic(
             if offset + 1 >= ends[partition]:
                 done[partition] = True
             headers = list(message.headers() or [])
+            timestamp_ms = message_timestamp_ms(message)
             try:
                 decoded = catalog.decode(message.value())
                 events.append(
@@ -73,12 +76,28 @@ def read_topic(
                         decoded.event_type,
                         decoded.record,
                         headers,
+                        timestamp_ms=timestamp_ms,
                     )
                 )
             except EventDecodeError as error:
                 events.append(
-                    LoggedEvent(partition, offset, message.key(), None, {}, headers, str(error))
+                    LoggedEvent(
+                        partition,
+                        offset,
+                        message.key(),
+                        None,
+                        {},
+                        headers,
+                        str(error),
+                        timestamp_ms,
+                    )
                 )
         return sorted(events, key=lambda e: (e.partition, e.offset))
     finally:
         consumer.close()
+
+
+def message_timestamp_ms(message) -> int | None:
+    """The Kafka timestamp of a consumed message in epoch ms, or None when it has none."""
+    kind, value = message.timestamp()
+    return None if kind == TIMESTAMP_NOT_AVAILABLE else value

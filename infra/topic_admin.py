@@ -87,7 +87,18 @@ def create_topics(settings: Settings, admin: AdminClient | None = None) -> list[
     ]
     if not to_create:
         return states
-    futures = admin.create_topics(to_create, operation_timeout=ADMIN_TIMEOUT_S)
+    created = _create(admin, to_create)
+    return [
+        TopicState(s.spec, s.name, "created", s.expected_partitions, s.expected_partitions)
+        if s.name in created
+        else s
+        for s in states
+    ]
+
+
+def _create(admin: AdminClient, topics: list[NewTopic]) -> set[str]:
+    """Create ``topics``; returns the names created (one that already exists is not an error)."""
+    futures = admin.create_topics(topics, operation_timeout=ADMIN_TIMEOUT_S)
     created = set()
     for name, future in futures.items():
         try:
@@ -97,12 +108,19 @@ def create_topics(settings: Settings, admin: AdminClient | None = None) -> list[
             # Another process created it between our look and our create: that is success.
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
-    return [
-        TopicState(s.spec, s.name, "created", s.expected_partitions, s.expected_partitions)
-        if s.name in created
-        else s
-        for s in states
-    ]
+    return created
+
+
+def ensure_topic(settings: Settings, spec: TopicSpec, admin: AdminClient | None = None) -> bool:
+    """Create one topic outside the table (e.g. a re-scored stream) if missing; True if created."""
+    admin = admin or build_admin(settings)
+    topic = NewTopic(
+        spec.name(settings),
+        num_partitions=spec.partition_count(settings),
+        replication_factor=settings.replication_factor,
+        config=spec.config(),
+    )
+    return bool(_create(admin, [topic]))
 
 
 def describe_topics(

@@ -83,7 +83,18 @@ def task_source(task: dict[str, Any]) -> str:
 
 
 class Judging:
-    def __init__(self, settings: Settings, reader: ObservationReader | None = None):
+    """Routes each task to its judge; ``only`` ("verifier", "miniwob" or "llm") sends every task
+    to that one judge instead (``webgym rescore --judge``)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        reader: ObservationReader | None = None,
+        only: str | None = None,
+    ):
+        if only not in (None, "verifier", "miniwob", "llm"):
+            raise ValueError(f"unknown judge {only!r}: choose verifier, miniwob or llm")
+        self.only = only
         self.verifier = PracticeWebJudge()
         self.miniwob = MiniWoBJudge()
         self.llm: Judge | None = None
@@ -101,6 +112,8 @@ class Judging:
         self._settings = settings
 
     def judge_for(self, task: dict[str, Any]) -> Judge | None:
+        if self.only is not None:
+            return {"verifier": self.verifier, "miniwob": self.miniwob, "llm": self.llm}[self.only]
         source = task_source(task)
         if source == "practice-web":
             return self.verifier

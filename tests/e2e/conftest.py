@@ -7,11 +7,14 @@ of policy versions.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 
+from infra.local_run import RunOptions, RunSummary, run_local
 from infra.objects import build_minio, ensure_buckets
 from infra.settings import Settings
 from infra.topic_admin import build_admin, create_topics, delete_topics
@@ -23,8 +26,9 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.e2e)
 
 
-@pytest.fixture
-def run_settings(stack_settings: Settings) -> Iterator[Settings]:
+@contextlib.contextmanager
+def isolated_settings(stack_settings: Settings) -> Iterator[Settings]:
+    """Settings with a fresh topic prefix and policies bucket; both are deleted afterwards."""
     prefix = f"e2e-{uuid.uuid4().hex[:10]}"
     isolated = stack_settings.model_copy(
         update={
@@ -37,13 +41,42 @@ def run_settings(stack_settings: Settings) -> Iterator[Settings]:
     create_topics(isolated)
     minio = build_minio(isolated)
     ensure_buckets(minio, isolated)
-    yield isolated
-    for item in minio.list_objects(isolated.policies_bucket, recursive=True):
-        minio.remove_object(isolated.policies_bucket, item.object_name)
-    minio.remove_bucket(isolated.policies_bucket)
-    delete_topics(isolated)
-    admin = build_admin(isolated)
-    internal = [t for t in admin.list_topics(timeout=10).topics if t.startswith(f"{prefix}-")]
-    if internal:  # the Faust app's changelog topics
-        for future in admin.delete_topics(internal).values():
-            future.result()
+    try:
+        yield isolated
+    finally:
+        for item in minio.list_objects(isolated.policies_bucket, recursive=True):
+            minio.remove_object(isolated.policies_bucket, item.object_name)
+        minio.remove_bucket(isolated.policies_bucket)
+        delete_topics(isolated)
+        admin = build_admin(isolated)
+        internal = [
+            t
+            for t in admin.list_topics(timeout=10).topics
+            if t.startswith((f"{prefix}-", f"{prefix}."))
+        ]
+        if internal:  # the Faust app's changelog topics, re-scored streams
+            for future in admin.delete_topics(internal).values():
+                future.result()
+
+
+@pytest.fixture
+def run_settings(stack_settings: Settings) -> Iterator[Settings]:
+    with isolated_settings(stack_settings) as settings:
+        yield settings
+
+
+@dataclass(frozen=True)
+class FinishedRun:
+    settings: Settings
+    summary: RunSummary
+
+
+@pytest.fixture(scope="session")
+def finished_run(stack_settings: Settings) -> Iterator[FinishedRun]:
+    """One finished run shared by the tests that only read the log (replay, stats, rescore):
+    16 episodes, 4 in flight, the scripted policy with 30% of steps wrong, 5 sites."""
+    with isolated_settings(stack_settings) as settings:
+        options = RunOptions(
+            episodes=16, in_flight=4, error_rate=0.3, sites=5, run_id=f"e2e-f{uuid.uuid4().hex[:6]}"
+        )
+        yield FinishedRun(settings, run_local(settings, options, start_stack=False))

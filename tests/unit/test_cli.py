@@ -28,6 +28,13 @@ COMMANDS = [
     ["worker", "browser"],
     ["worker", "policy"],
     ["model", "tiny"],
+    ["learner"],
+    ["policy", "versions"],
+    ["policy", "rollback"],
+    ["replay"],
+    ["rescore"],
+    ["stats"],
+    ["dashboard"],
 ]
 
 

@@ -1,0 +1,63 @@
+"""``webgym dashboard``: the live web page over the log."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from analytics.times import parse_since
+
+
+def dashboard(
+    port: Annotated[int, typer.Option(min=0, max=65535, help="HTTP port (0: any free one)")] = 8050,
+    host: Annotated[
+        str, typer.Option(help="address to listen on; keep 127.0.0.1 unless behind a proxy")
+    ] = "127.0.0.1",
+    since: Annotated[
+        str | None, typer.Option(help="read the log from this time: ISO time or 10m, 2h, 1d")
+    ] = None,
+) -> None:
+    """Serve the live dashboard: episodes in flight and their state, success over time and by
+    policy version, throughput, recent trajectories (each opens in the replay viewer).
+
+    Reads only from Kafka, from the start of the log (or --since), with a reader that never
+    commits: attaching it changes nothing for the running system. Ctrl-C to stop.
+    """
+    import asyncio
+
+    from aiohttp import web
+    from rich.console import Console
+
+    from analytics.dashboard import DashboardState, LogFeeder, build_app
+    from infra.settings import Settings
+
+    since_ms = parse_since(since)
+    settings = Settings()
+    state = DashboardState()
+    feeder = LogFeeder(settings, state, since_ms)
+    console = Console()
+
+    async def serve() -> None:
+        runner = web.AppRunner(build_app(settings, state))
+        await runner.setup()
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        bound = runner.addresses[0][1] if runner.addresses else port
+        console.print(
+            f"dashboard of {settings.topic('*')} on [bold]http://{host}:{bound}/[/] "
+            "(Ctrl-C to stop)",
+            highlight=False,
+        )
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await runner.cleanup()
+
+    feeder.start()
+    try:
+        asyncio.run(serve())
+    except KeyboardInterrupt:
+        pass
+    finally:
+        feeder.stop()

@@ -1,0 +1,240 @@
+"""Re-executing an episode's recorded actions in a fresh browser: ``webgym replay --rerun``.
+
+The browser is the browser worker's own machinery, not a copy of it: one headless Chromium
+launched with the worker's options and host mapping (``BrowserWorkerConfig.from_settings``:
+``--host-resolver-rules=MAP *.webgym.test <practice web>``), one
+:class:`agents.browser.session.EpisodeSession` with the episode's URL policy and viewport, and per
+step exactly what the worker does: ``navigate`` (+ ``set_up``) for step 0, ``act`` for each
+recorded act op, then ``observe`` with the op's screenshot settings. The practice web is served
+fresh for every rerun from ``generate_sites(seed, count)`` (the sites are deterministic; a fresh
+server also starts with empty carts), on a free loopback port.
+
+The comparison rule, per step, between the recorded observation and the rerun's page:
+
+- the URL and the title must be equal;
+- the screenshots match when their sha256 are equal, or else when at most
+  :data:`SCREENSHOT_SHARE` of the pixels (0.1%) differ by more than :data:`PIXEL_TOLERANCE` (48
+  of 255) in some colour channel. Chromium renders a static page identically, so equal bytes are
+  the rule; the tolerance absorbs what is not content (a text caret that blinks, JPEG noise after
+  a sub-pixel shift), while a changed line of text, an opened menu or a scroll changes far more.
+
+Differences are data (the report says which steps differ and how); a rerun that cannot start
+(no navigation in the log, a site the given ``--sites``/``--seed`` do not generate) raises
+:class:`AnalyticsError`. A page that hangs or crashes in the rerun ends it, reported as a
+difference at that step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from analytics.errors import AnalyticsError
+from analytics.replay import Frame, Replay
+from infra.settings import Settings
+
+PIXEL_TOLERANCE = 48  # channel difference (0-255) below which a pixel counts as unchanged
+SCREENSHOT_SHARE = 0.001  # share of changed pixels up to which two screenshots still match
+
+
+@dataclass(frozen=True)
+class ScreenshotDifference:
+    identical: bool  # same bytes
+    changed_share: float  # share of pixels changed beyond the tolerance (1.0: sizes differ)
+
+    @property
+    def matches(self) -> bool:
+        return self.identical or self.changed_share <= SCREENSHOT_SHARE
+
+
+def compare_screenshots(recorded: bytes, rerun: bytes) -> ScreenshotDifference:
+    """How far ``rerun`` is from ``recorded`` (both JPEG or PNG); see the module's rule."""
+    if hashlib.sha256(recorded).digest() == hashlib.sha256(rerun).digest():
+        return ScreenshotDifference(True, 0.0)
+    from PIL import Image, ImageChops
+
+    first = Image.open(io.BytesIO(recorded)).convert("RGB")
+    second = Image.open(io.BytesIO(rerun)).convert("RGB")
+    if first.size != second.size:
+        return ScreenshotDifference(False, 1.0)
+    red, green, blue = ImageChops.difference(first, second).split()
+    largest = ImageChops.lighter(ImageChops.lighter(red, green), blue)
+    changed = sum(largest.histogram()[PIXEL_TOLERANCE + 1 :])
+    return ScreenshotDifference(False, changed / (first.width * first.height))
+
+
+@dataclass(frozen=True)
+class StepCheck:
+    """Step ``step`` (0: the first navigation) of the rerun against the recording."""
+
+    step: int
+    action: dict[str, Any] | None  # the recorded act op's action (None: the first navigation)
+    recorded_url: str | None
+    rerun_url: str
+    recorded_title: str | None
+    rerun_title: str
+    screenshot: ScreenshotDifference | None  # None: nothing to compare
+    recorded_action_error: str | None
+    rerun_action_error: str | None
+    differences: tuple[str, ...]  # empty: the page matches
+
+    @property
+    def matches(self) -> bool:
+        return not self.differences
+
+
+@dataclass(frozen=True)
+class RerunReport:
+    episode_id: str
+    checks: tuple[StepCheck, ...]
+    stopped: str | None = None  # why the rerun ended early (a page that hung or crashed)
+
+    @property
+    def first_difference(self) -> StepCheck | None:
+        return next((check for check in self.checks if not check.matches), None)
+
+    @property
+    def all_match(self) -> bool:
+        return self.first_difference is None and self.stopped is None
+
+
+def compare_page(
+    step: int,
+    action: dict[str, Any] | None,
+    recorded: Frame | None,
+    url: str,
+    title: str,
+    screenshot: bytes,
+    action_error: str | None,
+) -> StepCheck:
+    """One step's check by the module's rule (``recorded`` None: not in the log, not compared)."""
+    differences: list[str] = []
+    difference = None
+    if recorded is None:
+        differences.append("the recorded observation of this step is not in the log")
+    elif recorded.failure or not recorded.screenshot:
+        differences.append(f"the recording has no page here: {recorded.failure or 'no screenshot'}")
+    else:
+        if recorded.url != url:
+            differences.append(f"URL: recorded {recorded.url}, now {url}")
+        if recorded.title != title:
+            differences.append(f"title: recorded {recorded.title!r}, now {title!r}")
+        difference = compare_screenshots(recorded.screenshot, screenshot)
+        if not difference.matches:
+            differences.append(
+                "screenshot: different size"
+                if difference.changed_share >= 1.0
+                else f"screenshot: {difference.changed_share:.2%} of the pixels changed"
+            )
+    return StepCheck(
+        step=step,
+        action=action,
+        recorded_url=recorded.url if recorded else None,
+        rerun_url=url,
+        recorded_title=recorded.title if recorded else None,
+        rerun_title=title,
+        screenshot=difference,
+        recorded_action_error=recorded.action_error if recorded else None,
+        rerun_action_error=action_error,
+        differences=tuple(differences),
+    )
+
+
+def _sites_server(replay: Replay, sites_count: int, seed: int):
+    from sites import generate_sites
+    from sites.server import PracticeWebServer
+    from tasks import miniwob
+
+    sites = generate_sites(seed=seed, count=sites_count)
+    hosts = {site.hostname for site in sites} | {miniwob.HOST}
+    host = (urlsplit(replay.navigate_op["url"]).hostname or "").lower()
+    if host.endswith(".webgym.test") and host not in hosts:
+        raise AnalyticsError(
+            f"{host} is not among the {sites_count} practice sites of seed {seed}: pass the "
+            "--sites and --seed of the run that recorded the episode (`webgym run` defaults: "
+            "50 and 0)"
+        )
+    return PracticeWebServer(
+        sites, host="127.0.0.1", port=0, static_hosts={miniwob.HOST: miniwob.html_root()}
+    )
+
+
+async def rerun_episode(
+    settings: Settings,
+    replay: Replay,
+    sites_count: int,
+    seed: int,
+    progress: Callable[[str], None] = lambda _: None,
+) -> RerunReport:
+    """Re-execute ``replay``'s first navigation and act ops and check each page; see above."""
+    from playwright.async_api import async_playwright
+
+    from agents.browser.session import EpisodeFailure, EpisodeSession
+    from agents.browser.url_policy import UrlPolicy
+    from agents.browser.worker import BrowserWorkerConfig
+    from infra.chromium import launch_options
+
+    navigate = replay.navigate_op
+    if navigate is None:
+        raise AnalyticsError(
+            f"the log has no navigation of {replay.episode_id} (gone with retention?): there is "
+            "nothing to start a rerun from"
+        )
+    checks: list[StepCheck] = []
+    stopped = None
+    with _sites_server(replay, sites_count, seed) as server:
+        served = settings.model_copy(update={"practice_web_address": f"127.0.0.1:{server.port}"})
+        chromium_args = BrowserWorkerConfig.from_settings(served).chromium_args
+        viewport = {"width": navigate["viewport_width"], "height": navigate["viewport_height"]}
+        policy = UrlPolicy.for_episode(
+            navigate["url"], navigate["allowed_hosts"], settings.browser_allow_private_hosts
+        )
+        async with async_playwright() as playwright:
+            browser = await playwright.chromium.launch(**launch_options(settings, chromium_args))
+            try:
+                session = await EpisodeSession.open(
+                    browser, replay.episode_id, policy, viewport, settings.browser_jpeg_quality
+                )
+                operations = [(0, None, navigate)] + [
+                    (step, op["action"], op) for step, op in sorted(replay.act_ops.items())
+                ]
+                for step, action, op in operations:
+                    progress(f"step {step} of {operations[-1][0]}: {_what(action, op)}")
+                    try:
+                        if action is None:
+                            error = await session.navigate(op["url"], op["timeout_ms"])
+                            if error is None and op.get("setup"):
+                                error = await session.set_up(op["setup"])
+                        else:
+                            error = await session.act(action, op["timeout_ms"])
+                        snapshot = await session.observe(
+                            op.get("set_of_marks", False), op.get("screenshot_format", "jpeg")
+                        )
+                    except EpisodeFailure as failure:
+                        stopped = f"step {step}: {failure.reason}"
+                        break
+                    checks.append(
+                        compare_page(
+                            step,
+                            action,
+                            replay.frames.get(step),
+                            snapshot.url,
+                            snapshot.title,
+                            snapshot.screenshot,
+                            error,
+                        )
+                    )
+                await session.close()
+            finally:
+                await browser.close()
+    return RerunReport(replay.episode_id, tuple(checks), stopped)
+
+
+def _what(action: dict[str, Any] | None, op: dict[str, Any]) -> str:
+    from analytics.replay_draw import describe
+
+    return f"open {op['url']}" if action is None else describe(action)

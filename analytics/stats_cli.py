@@ -1,0 +1,268 @@
+"""`webgym stats`: success, throughput, latency, repetition, parse errors, policy lag and dead
+letters of a run, computed from the log by a consumer that attaches without joining anyone.
+
+Reads the topics of :data:`analytics.stats.TOPICS` under a fresh, never-committing group, from
+offset 0 or from ``--since`` (tasks and policy versions always from offset 0: they describe, not
+happen), folds them into :class:`analytics.stats.RunStats` and shows the figures; ``--follow``
+keeps reading and refreshing until Ctrl-C. Nothing in the running system changes. Imports here
+stay light: ``infra.cli`` imports this module at start-up.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+import signal
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from analytics.errors import AnalyticsError
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)")
+_DURATION = re.compile(r"(?:\d+(?:\.\d+)?\s*(?:ms|s|m|h|d|w)\s*)+")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
+SINCE_HELP = (
+    "start at this time instead of offset 0: an ISO time (2026-11-30T14:05, local time unless it "
+    "ends in Z or +hh:mm) or how long ago (90s, 10m, 2h, 1d, 1h30m)"
+)
+
+
+def parse_since(text: str, now_ms: int | None = None) -> int:
+    """``--since`` as epoch ms; an AnalyticsError says what is accepted."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    value = text.strip().lower()
+    if value and _DURATION.fullmatch(value):
+        ago = sum(float(n) * _UNIT_MS[unit] for n, unit in _DURATION_PART.findall(value))
+        return int(now_ms - ago)
+    try:
+        moment = datetime.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise AnalyticsError(
+            f"--since {text!r} is neither a time nor a duration: give an ISO time such as "
+            "2026-11-30T14:05 (local time unless it ends in Z or +hh:mm) or how long ago, "
+            "such as 30s, 10m, 2h, 1d or 1h30m"
+        ) from None
+    since_ms = int(moment.astimezone().timestamp() * 1000)
+    if since_ms > now_ms:
+        raise AnalyticsError(
+            f"--since {text!r} is in the future ({moment.astimezone():%Y-%m-%d %H:%M:%S %Z}); "
+            "give a past time, or drop --since to start at offset 0"
+        )
+    return since_ms
+
+
+def stats(
+    since: Annotated[str | None, typer.Option(help=SINCE_HELP)] = None,
+    run: Annotated[
+        str | None,
+        typer.Option("--run", help="only this run's episodes (episode ids are <run id>-<n>)"),
+    ] = None,
+    follow: Annotated[
+        bool, typer.Option("--follow", help="keep reading and refresh the table until Ctrl-C")
+    ] = False,
+    refresh: Annotated[
+        float, typer.Option(min=0.1, help="with --follow: seconds between refreshes")
+    ] = 1.0,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(min=1, max=65535, help="with --follow: serve Prometheus metrics on this port"),
+    ] = None,
+    metrics_host: Annotated[
+        str, typer.Option(help="address the metrics server binds (0.0.0.0: every interface)")
+    ] = "127.0.0.1",
+    json_path: Annotated[
+        Path | None,
+        typer.Option("--json", help="also write every figure to this JSON file (at the end)"),
+    ] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            help="also write PNG charts to this directory: success rate by policy version and "
+            "by difficulty, throughput over time"
+        ),
+    ] = None,
+) -> None:
+    """Statistics of runs, computed from the log: success by domain, difficulty, site and policy
+    version; episodes per hour and steps per second; latency percentiles per operation type and
+    per hop; repetition and parse-error rates; policy lag; dead letters.
+
+    Attaches a fresh consumer that never commits, so it can run at any time next to a live run.
+    Reads from offset 0 (or --since) to the end of the log as it is now, prints the tables and
+    exits; with --follow it keeps reading and refreshing until Ctrl-C (and --json / --plot are
+    written then). Definitions are in the table and in `analytics/stats.py`.
+    """
+    from rich.console import Console
+
+    from analytics.stats import RunStats
+
+    since_ms = parse_since(since) if since is not None else None
+    if metrics_port is not None and not follow:
+        raise AnalyticsError(
+            "--metrics-port serves live metrics while following the log: add --follow"
+        )
+    settings = _settings()
+    _check_topics(settings)
+    console, status_console = Console(), Console(stderr=True)
+    run_stats = RunStats(run_id=run)
+    reader = _Reader(settings, since_ms)
+    try:
+        with status_console.status("reading the log...") as status:
+            reader.read_to_end(
+                run_stats,
+                lambda n: status.update(f"reading the log: {n:,} events"),
+            )
+        if not follow:
+            _refuse_unknown_run(run_stats, run)
+            figures = run_stats.figures()
+            _show(console, figures, since, settings.topic_prefix)
+        else:
+            figures = _follow(console, reader, run_stats, refresh, metrics_port, metrics_host)
+    finally:
+        reader.close()
+    if json_path is not None:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(figures, indent=2) + "\n")
+        console.print(f"figures written to {json_path}")
+    if plot is not None:
+        from analytics.plots import write_plots
+
+        paths = write_plots(figures, plot)
+        console.print(f"charts written to {plot}: {', '.join(p.name for p in paths)}")
+
+
+class _Reader:
+    """The two tails: reference topics from offset 0, the rest from ``since_ms``."""
+
+    def __init__(self, settings: Any, since_ms: int | None) -> None:
+        from analytics.log_tail import LogTail
+        from analytics.stats import REFERENCE_TOPICS, TOPICS
+
+        happening = [t for t in TOPICS if t not in REFERENCE_TOPICS]
+        self.tails = [LogTail(settings, REFERENCE_TOPICS)]
+        try:
+            self.tails.append(LogTail(settings, happening, since_ms))
+        except BaseException:
+            self.close()
+            raise
+
+    def caught_up(self) -> bool:
+        return all(tail.caught_up() for tail in self.tails)
+
+    def poll(self, run_stats: Any, timeout_s: float) -> int:
+        events = self.tails[0].poll(0.0) + self.tails[1].poll(timeout_s)
+        run_stats.apply_all(events)
+        return len(events)
+
+    def read_to_end(self, run_stats: Any, progress, idle_limit_s: float = 30.0) -> None:
+        read, idle_since = 0, time.monotonic()
+        while not self.caught_up():
+            batch = self.poll(run_stats, 0.5)
+            read += batch
+            progress(read)
+            if batch:
+                idle_since = time.monotonic()
+            elif time.monotonic() - idle_since > idle_limit_s:
+                raise AnalyticsError(
+                    f"the log stopped delivering for {idle_limit_s:.0f} s before its end; "
+                    "check the broker with `webgym status`"
+                )
+
+    def close(self) -> None:
+        for tail in self.tails:
+            tail.close()
+
+
+def _follow(
+    console: Any,
+    reader: _Reader,
+    run_stats: Any,
+    refresh: float,
+    metrics_port: int | None,
+    metrics_host: str,
+) -> dict[str, Any]:
+    from rich.live import Live
+
+    from analytics.stats_table import render
+
+    collector = server = None
+    if metrics_port is not None:
+        from analytics.prometheus import serve_metrics
+
+        collector, server = serve_metrics(metrics_port, metrics_host)
+        console.print(f"Prometheus metrics on http://{metrics_host}:{metrics_port}/metrics")
+    stop: list[bool] = []
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
+    figures = run_stats.figures()
+    try:
+        with Live(render(figures), console=console, auto_refresh=False) as live:
+            shown_at = 0.0
+            while not stop:
+                reader.poll(run_stats, min(0.5, refresh))
+                if time.monotonic() - shown_at >= refresh:
+                    figures = run_stats.figures()
+                    live.update(render(figures), refresh=True)
+                    if collector is not None:
+                        collector.update(figures, reader.caught_up())
+                    shown_at = time.monotonic()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        if server is not None:
+            server.shutdown()
+    return run_stats.figures()
+
+
+def _show(console: Any, figures: dict[str, Any], since: str | None, prefix: str) -> None:
+    from analytics.stats_table import render
+
+    if figures["window"]["first_ts"] is None:
+        where = f"since {since}" if since else "from offset 0"
+        console.print(
+            f"[yellow]no episode events[/] in the {prefix}.* topics {where}; start a run with "
+            "`webgym run`, or check WEBGYM_TOPIC_PREFIX"
+        )
+        return
+    console.print(render(figures))
+
+
+def _refuse_unknown_run(run_stats: Any, run: str | None) -> None:
+    if run is None or run in run_stats.run_ids:
+        return
+    seen = sorted(run_stats.runs_seen)
+    listed = ", ".join(seen[-10:]) if seen else "none"
+    raise AnalyticsError(
+        f"run {run!r} has no episode events in the log read; runs there: {listed}"
+        " (add --follow to wait for it)"
+    )
+
+
+def _settings() -> Any:
+    from pydantic import ValidationError
+
+    from infra.settings import Settings, SettingsError
+
+    try:
+        return Settings()
+    except ValidationError as exc:
+        raise SettingsError(f"invalid WEBGYM_* setting:\n{exc}") from exc
+
+
+def _check_topics(settings: Any) -> None:
+    from analytics.stats import TOPICS
+    from infra.topic_admin import topic_states
+
+    wanted = {settings.topic(suffix) for suffix in TOPICS}
+    missing = [
+        s.name for s in topic_states(settings) if s.outcome == "missing" and s.name in wanted
+    ]
+    if missing:
+        raise AnalyticsError(
+            f"topics missing on {settings.bootstrap_servers}: {', '.join(sorted(missing))}. "
+            f"Is WEBGYM_TOPIC_PREFIX ({settings.topic_prefix!r}) the one of your run? "
+            "`webgym topics list` shows the table; `webgym topics create` creates them"
+        )

@@ -1,0 +1,190 @@
+"""The figures of :class:`analytics.stats.RunStats` as rich tables (``webgym stats``'s screen).
+
+Pure presentation: :func:`render` takes the JSON-friendly ``figures()`` dict and returns one
+renderable (printed once, or refreshed by ``rich.live.Live`` under ``--follow``).
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+
+GROUP_TITLES = {
+    "domain": "domain",
+    "difficulty": "difficulty",
+    "site": "site",
+    "policy_version": "policy version",
+}
+LATENCY_TITLES = {
+    "operations": "operation (request -> result)",
+    "hops": "hop (producer ts -> producer ts)",
+    "service": "inside the worker",
+}
+
+
+def render(figures: dict[str, Any], caught_up: bool = True) -> Group:
+    """Overview, success by group, latency, and dead letters (when there are any)."""
+    parts: list[Any] = [overview_table(figures, caught_up)]
+    if figures["episodes"]["judged"]:
+        parts.append(success_table(figures))
+    if any(figures["latency_ms"].values()):
+        parts.append(latency_table(figures))
+    if figures["dead_letters"]["total"]:
+        parts.append(dead_letter_table(figures))
+    return Group(*parts)
+
+
+def overview_table(figures: dict[str, Any], caught_up: bool = True) -> Table:
+    runs = figures["run_ids"]
+    if figures["run_id"]:
+        title = f"run {figures['run_id']}"
+    elif len(runs) == 1:
+        title = f"run {runs[0]}"
+    else:
+        title = f"{len(runs)} runs" if runs else "no episodes in the log yet"
+    if not caught_up:
+        title += " (still reading the log...)"
+    table = Table(title=title, title_justify="left")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    table.add_column("definition", style="dim")
+    episodes, throughput = figures["episodes"], figures["throughput"]
+    steps, lag = figures["steps"], figures["policy_lag"]
+    window = figures["window"]
+    rows = [
+        ("window", _window(window), "first to last producer ts of the episode events"),
+        ("episodes started", episodes["started"], ""),
+        (
+            "episodes ended",
+            f"{episodes['ended']} ({episodes['finished']} finished, {episodes['aborted']} aborted)",
+            f"{episodes['in_flight']} in flight",
+        ),
+        ("judged", episodes["judged"], "scored trajectory in the log"),
+        (
+            "successes",
+            f"{episodes['successes']} ({_pct(episodes['success_rate'])})",
+            "on trajectories.success / judged",
+        ),
+        ("judge errors", episodes["judge_errors"], ""),
+        ("blocked", episodes["blocked"], "bot wall or captcha seen"),
+        ("episodes per hour", _num(throughput["episodes_per_hour"], 0), "ended x 3600 / window"),
+        ("steps per second", _num(throughput["steps_per_s"], 2), "steps / window"),
+        ("steps", steps["steps"], "one per inference"),
+        (
+            "parse errors",
+            f"{steps['parse_errors']} ({_pct(steps['parse_error_rate'])})",
+            "unparseable replies / steps",
+        ),
+        (
+            "repeated steps",
+            f"{steps['repeated_steps']} ({_pct(steps['repetition_rate'])})",
+            f"screen unchanged, of {steps['trajectory_steps']} judged trajectory steps",
+        ),
+        (
+            "policy lag",
+            f"mean {_num(lag['mean'], 2)}, max {_num(lag['max'], 0)}",
+            f"versions behind the newest announced; {_pct(lag['behind_rate'])} of inferences "
+            f"behind; announced {_versions(lag['announced_versions'])}",
+        ),
+        (
+            "dead letters",
+            figures["dead_letters"]["total"],
+            "records on the dlq topic",
+        ),
+    ]
+    undecodable = sum(figures["undecodable"].values())
+    if undecodable:
+        topics = ", ".join(f"{t} {n}" for t, n in figures["undecodable"].items())
+        rows.append(("undecodable records", undecodable, topics))
+    for reason, count in episodes["terminations"].items():
+        rows.append((f"ended by {reason or '?'}", count, ""))
+    for name, value, definition in rows:
+        table.add_row(name, str(value), definition)
+    return table
+
+
+def success_table(figures: dict[str, Any]) -> Table:
+    table = Table(title="success by", title_justify="left")
+    table.add_column("by")
+    table.add_column("group")
+    table.add_column("judged", justify="right")
+    table.add_column("successes", justify="right")
+    table.add_column("rate", justify="right")
+    for group, rows in figures["success_by"].items():
+        for index, (value, row) in enumerate(rows.items()):
+            table.add_row(
+                GROUP_TITLES[group] if index == 0 else "",
+                value,
+                str(row["judged"]),
+                str(row["successes"]),
+                _pct(row["rate"]),
+            )
+        table.add_section()
+    return table
+
+
+def latency_table(figures: dict[str, Any]) -> Table:
+    table = Table(title="latency (ms; nearest-rank percentiles)", title_justify="left")
+    table.add_column("measured")
+    table.add_column("name")
+    table.add_column("n", justify="right")
+    for column in ("p50", "p95", "p99", "max"):
+        table.add_column(column, justify="right")
+    for kind, rows in figures["latency_ms"].items():
+        for index, (name, row) in enumerate(rows.items()):
+            label = f"{name} ({row['who']})" if "who" in row else name
+            table.add_row(
+                LATENCY_TITLES[kind] if index == 0 else "",
+                label,
+                str(row["n"]),
+                *(_ms(row[column]) for column in ("p50", "p95", "p99", "max")),
+            )
+        if rows:
+            table.add_section()
+    return table
+
+
+def dead_letter_table(figures: dict[str, Any]) -> Table:
+    table = Table(title="dead letters", title_justify="left")
+    table.add_column("by")
+    table.add_column("value")
+    table.add_column("records", justify="right")
+    for by, key in (("source topic", "by_source_topic"), ("error class", "by_error_class")):
+        for index, (value, count) in enumerate(figures["dead_letters"][key].items()):
+            table.add_row(by if index == 0 else "", value, str(count))
+        table.add_section()
+    return table
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def _num(value: float | None, digits: int) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def _ms(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if abs(value) >= 10 else f"{value:.2f}"
+
+
+def _versions(versions: list[int]) -> str:
+    if not versions:
+        return "none"
+    if len(versions) > 4:
+        return f"v{versions[0]}..v{versions[-1]}"
+    return ", ".join(f"v{v}" for v in versions)
+
+
+def _window(window: dict[str, Any]) -> str:
+    if window["first_ts"] is None:
+        return "-"
+    first = datetime.datetime.fromtimestamp(window["first_ts"] / 1000)
+    last = datetime.datetime.fromtimestamp(window["last_ts"] / 1000)
+    fmt = "%H:%M:%S" if first.date() == last.date() else "%Y-%m-%d %H:%M:%S"
+    return f"{first:%Y-%m-%d %H:%M:%S} - {last.strftime(fmt)} ({window['seconds']:,.1f} s)"
