@@ -447,7 +447,8 @@ def worker_policy(
         str,
         typer.Option(
             help="local (transformers), openai (HTTP), vllm (GPU), scripted (practice-web ground "
-            "truth) or heuristic (MiniWoB++ by the marks table)"
+            "truth), heuristic (MiniWoB++ by the marks table) or latency-model (the rollout "
+            "benchmark: scripted steps, each as slow as a VLM's inference)"
         ),
     ] = "local",
     model: Annotated[
@@ -458,14 +459,48 @@ def worker_policy(
         str | None, typer.Option(help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
     ] = None,
     policy_name: Annotated[str, typer.Option(help="follow versions of this policy")] = "default",
-    batch_size: Annotated[int, typer.Option(min=1, help="requests per backend call")] = 8,
+    batch_size: Annotated[
+        int | None,
+        typer.Option(min=1, help="requests per backend call (default 8; latency-model: 1)"),
+    ] = None,
+    concurrency: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="backend calls in flight at once (default 1; latency-model: 64, or --sync-batch "
+            "if larger)",
+        ),
+    ] = None,
     max_new_tokens: Annotated[int, typer.Option(min=1, help="reply length limit")] = 512,
     device: Annotated[str, typer.Option(help="local backend device: cpu, cuda")] = "cpu",
     error_rate: Annotated[
         float, typer.Option(min=0.0, max=1.0, help="scripted: share of steps that go wrong")
     ] = 0.0,
-    sites_count: Annotated[int, typer.Option(help="scripted: practice-web sites it knows")] = 50,
-    sites_seed: Annotated[int, typer.Option(help="scripted: practice-web seed")] = 0,
+    sites_count: Annotated[
+        int, typer.Option(help="scripted, latency-model: practice-web sites it knows")
+    ] = 50,
+    sites_seed: Annotated[int, typer.Option(help="scripted, latency-model: practice-web seed")] = 0,
+    latency_median: Annotated[
+        float,
+        typer.Option(min=0.0, help="latency-model: median seconds of one inference (lognormal)"),
+    ] = 1.5,
+    latency_sigma: Annotated[
+        float, typer.Option(min=0.0, help="latency-model: lognormal shape of the inference time")
+    ] = 0.7,
+    workload_seed: Annotated[
+        int,
+        typer.Option(
+            help="latency-model: seed of latencies and episode lengths (same in both modes)"
+        ),
+    ] = 0,
+    sync_batch: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="latency-model: step lock-step batches of this many episodes (one run id each; "
+            "run a single policy worker); 0 = asynchronous",
+        ),
+    ] = 0,
     group: Annotated[str, typer.Option(help="consumer group; one per fleet")] = "webgym-policy",
 ) -> None:
     """Serve inference requests (webgym.ops.infer) with a model and emit inference events.
@@ -473,16 +508,36 @@ def worker_policy(
     Every reply is parsed strictly (Thought / Action / <tool_call> / Memory). New versions on
     webgym.policy.versions are fetched from MinIO, verified by sha256 and swapped in between
     batches. Build a tiny test model with `webgym model tiny DIR`; `--backend scripted` solves
-    practice-web tasks from their ground truth.
+    practice-web tasks from their ground truth. `--backend latency-model` is the rollout
+    benchmark's policy: scripted steps, each held for a lognormal VLM-like inference time, answering
+    at a drawn step; `--sync-batch 32` steps batches of 32 episodes in lock-step.
     """
-    from agents.policy.main import BackendOptions, backend_factory, run_policy_worker
+    from agents.policy.main import (
+        BackendOptions,
+        backend_factory,
+        run_policy_worker,
+        serving_shape,
+    )
     from agents.policy.worker import PolicyWorkerConfig
 
     settings = _settings()
     options = BackendOptions(
-        backend, model, base_url, max_new_tokens, device, error_rate, sites_count, sites_seed
+        backend,
+        model,
+        base_url,
+        max_new_tokens,
+        device,
+        error_rate,
+        sites_count,
+        sites_seed,
+        latency_median_s=latency_median,
+        latency_sigma=latency_sigma,
+        workload_seed=workload_seed,
+        horizons=dict(settings.horizons),  # episodes must answer before the orchestrator's horizon
+        sync_batch=sync_batch,
     )
     try:
+        batch_size, concurrency = serving_shape(options, batch_size, concurrency)
         factory = backend_factory(options)
     except ValueError as exc:
         raise SettingsError(str(exc)) from exc
@@ -492,6 +547,7 @@ def worker_policy(
         group_id=group,
         client_id=f"{group}-{os.getpid()}",
         batch_size=batch_size,
+        concurrency=concurrency,
     )
     run_policy_worker(settings, config, factory)
 

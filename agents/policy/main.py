@@ -16,7 +16,10 @@ from rich.console import Console
 from agents.policy.worker import BackendFactory, PolicyWorker, PolicyWorkerConfig
 from infra.settings import Settings
 
-BACKENDS = ("local", "openai", "vllm", "scripted", "heuristic")
+BACKENDS = ("local", "openai", "vllm", "scripted", "heuristic", "latency-model")
+# latency-model: one request per backend call, so one slow draw never delays another episode's
+# reply, and enough calls in flight for the benchmark's 32 episodes (or a lock-step batch).
+LATENCY_MODEL_CONCURRENCY = 64
 
 
 @dataclass(frozen=True)
@@ -27,8 +30,14 @@ class BackendOptions:
     max_new_tokens: int = 512
     device: str = "cpu"
     error_rate: float = 0.0  # scripted
-    sites_count: int = 50  # scripted: the practice web whose tasks it knows
+    sites_count: int = 50  # scripted, latency-model: the practice web whose tasks it knows
     sites_seed: int = 0
+    latency_median_s: float = 1.5  # latency-model: the workload (agents.policy.workload)
+    latency_sigma: float = 0.7
+    workload_seed: int = 0
+    horizons: dict[str, int] | None = None  # None: the workload's (easy 10, medium 20, hard 30)
+    sync_batch: int = 0  # latency-model: lock-step batches of this many episodes; 0 = async
+    sync_timeout_s: float = 60.0
 
 
 def backend_factory(options: BackendOptions) -> BackendFactory:
@@ -37,13 +46,24 @@ def backend_factory(options: BackendOptions) -> BackendFactory:
     base_url, max_new_tokens, device = options.base_url, options.max_new_tokens, options.device
     if backend == "scripted":
         from agents.policy.backends.scripted import ScriptedBackend
-        from sites import generate_sites
-        from sites.tasks import generate_tasks
 
-        sites = generate_sites(seed=options.sites_seed, count=options.sites_count)
-        tasks = {t["task_id"]: t for t in generate_tasks(sites, seed=options.sites_seed)}
-        scripted = ScriptedBackend(tasks, options.error_rate, options.sites_seed)
+        scripted = ScriptedBackend(_practice_tasks(options), options.error_rate, options.sites_seed)
         return lambda weights: scripted
+    if backend == "latency-model":
+        from agents.policy.backends.latency_model import LatencyModelBackend
+        from agents.policy.workload import WorkloadSpec
+
+        spec = WorkloadSpec(
+            seed=options.workload_seed,
+            median_s=options.latency_median_s,
+            sigma=options.latency_sigma,
+            **({"horizons": dict(options.horizons)} if options.horizons else {}),
+        )
+        # One instance for every version: the lock-step barrier must outlive a weights swap.
+        timed = LatencyModelBackend(
+            _practice_tasks(options), spec, options.sync_batch, options.sync_timeout_s
+        )
+        return lambda weights: timed
     if backend == "heuristic":
         from agents.policy.backends.heuristic import HeuristicBackend
 
@@ -79,6 +99,40 @@ def backend_factory(options: BackendOptions) -> BackendFactory:
 
         return remote
     raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+
+
+def _practice_tasks(options: BackendOptions) -> dict[str, dict]:
+    from sites import generate_sites
+    from sites.tasks import generate_tasks
+
+    sites = generate_sites(seed=options.sites_seed, count=options.sites_count)
+    return {t["task_id"]: t for t in generate_tasks(sites, seed=options.sites_seed)}
+
+
+def serving_shape(
+    options: BackendOptions, batch_size: int | None, concurrency: int | None
+) -> tuple[int, int]:
+    """(batch size, batches in flight) for the worker: the defaults, or the user's, checked.
+
+    Defaults: 8 requests per call and one call at a time; for latency-model, 1 and
+    ``max(64, sync_batch)``.
+    """
+    if options.backend != "latency-model":
+        return batch_size or 8, concurrency or 1
+    batch_size = batch_size or 1
+    concurrency = concurrency or max(LATENCY_MODEL_CONCURRENCY, options.sync_batch)
+    if batch_size != 1 and not options.sync_batch:
+        raise ValueError(
+            "--backend latency-model emits a batch's replies together, so a slow draw would "
+            "delay other episodes: use --batch-size 1 (the default for this backend)"
+        )
+    if concurrency < options.sync_batch:
+        raise ValueError(
+            f"--sync-batch {options.sync_batch} holds that many requests at once, each in one of "
+            f"the worker's {concurrency} serving threads: raise --concurrency to at least "
+            f"{options.sync_batch} (or leave it out)"
+        )
+    return batch_size, concurrency
 
 
 def run_policy_worker(
