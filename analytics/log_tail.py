@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
-from infra.consumer import build_consumer
+from infra.consumer import build_consumer, drain
 from infra.log_reader import LoggedEvent, message_timestamp_ms
 from infra.settings import Settings
 from schemas.serde import EventDecodeError, SchemaCatalog, default_catalog
@@ -76,7 +76,7 @@ class LogTail:
     def poll(self, timeout_s: float = 0.5, max_events: int = 500) -> list[TailEvent]:
         """The next records (possibly none), in partition order within each partition."""
         out = []
-        for message in self._consumer.consume(max_events, timeout_s):
+        for message in drain(self._consumer, max_events, timeout_s):
             if message.error() is not None:
                 continue
             topic, partition = message.topic(), message.partition()

@@ -61,6 +61,8 @@ policy_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(policy_app, name="policy")
+bench_app = typer.Typer(help="Benchmarks; results in bench/results/.", no_args_is_help=True)
+app.add_typer(bench_app, name="bench")
 
 KNOWN_ERRORS = (
     stack.StackError,
@@ -725,6 +727,37 @@ def policy_rollback(
         f"{policy_name} v{event['policy_version']} now serves the weights of v{version} "
         f"({event['location']})"
     )
+
+
+@bench_app.command("rollout")
+@user_errors
+def bench_rollout(
+    episodes: Annotated[int, typer.Option(min=1, help="episodes of each asynchronous phase")] = 96,
+    sync_batches: Annotated[int, typer.Option(min=1, help="synchronous batches to run")] = 2,
+    in_flight: Annotated[int, typer.Option(min=1, help="episodes in flight (= batch size)")] = 32,
+    median: Annotated[float, typer.Option(min=0.0, help="inference time median, seconds")] = 1.5,
+    sigma: Annotated[float, typer.Option(min=0.0, help="inference time lognormal sigma")] = 0.7,
+    partitions: Annotated[int, typer.Option(min=1, help="partitions of the episode topics")] = 8,
+    sites: Annotated[int, typer.Option(min=1, help="practice-web sites")] = 10,
+    seed: Annotated[int, typer.Option(help="workload and practice-web seed")] = 0,
+) -> None:
+    """Asynchronous against synchronous rollouts through the whole pipeline, in one run.
+
+    Runs the latency-model policy (lognormal VLM-like inference time, episodes answering at a
+    drawn step within their horizon) with --in-flight episodes asynchronously, then in lock-step
+    batches, then with an instant policy, then the same browser work in a bare Playwright loop;
+    sets each against a zero-overhead simulation over the same episodes. Writes
+    bench/results/rollout.json and rollout.png. Needs the local stack (`webgym up`); takes
+    several minutes with the defaults.
+    """
+    from bench.rollout import main as rollout
+
+    argv = [
+        "--episodes", str(episodes), "--sync-batches", str(sync_batches),
+        "--in-flight", str(in_flight), "--median", str(median), "--sigma", str(sigma),
+        "--partitions", str(partitions), "--sites", str(sites), "--seed", str(seed),
+    ]  # fmt: skip
+    rollout(argv)
 
 
 @model_app.command("tiny")

@@ -50,6 +50,19 @@ def build_consumer(settings: Settings, group_id: str, client_id: str, **override
     return Consumer(config)
 
 
+def drain(consumer: Consumer, max_messages: int, timeout_s: float) -> list[Message]:
+    """What has arrived, without waiting for a batch to fill: up to ``timeout_s`` for the first
+    message, then whatever else is already fetched (up to ``max_messages``).
+
+    ``Consumer.consume(n, timeout)`` returns only when ``n`` messages are there or the timeout
+    passes, which adds up to the whole timeout to every hop when traffic is light.
+    """
+    first = consumer.poll(timeout_s)
+    if first is None:
+        return []
+    return [first, *consumer.consume(max_messages - 1, 0)] if max_messages > 1 else [first]
+
+
 @dataclass(frozen=True)
 class ConsumedEvent:
     topic: str
@@ -106,7 +119,7 @@ class EventConsumer:
 
     def consume(self, max_events: int = 100, timeout: float = 1.0) -> list[ConsumedEvent]:
         """Up to ``max_events`` decodable events from one fetch."""
-        messages = self._consumer.consume(max_events, timeout)
+        messages = drain(self._consumer, max_events, timeout)
         events = []
         for message in messages:
             event = self._accept(message)

@@ -9,6 +9,7 @@ workers and summarise. Every figure in the summary is computed from the events o
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -18,7 +19,7 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +60,10 @@ class RunOptions:
     # Also run `webgym learner --model <learner_model> <learner_args>` (None: no learner).
     learner_model: str | None = None
     learner_args: tuple[str, ...] = ()
+    browser_workers: int = 1  # browser worker processes (one consumer group)
+    # Synchronous batches (benchmarks): start this many episodes, wait until every one of them
+    # ended and was judged, then start the next batch (run ids <run_id>-b000, -b001, ...).
+    sync_batch: int | None = None
 
 
 @dataclass
@@ -203,6 +208,19 @@ def publish_tasks(settings: Settings, tasks: list[dict[str, Any]]) -> None:
     producer.flush()
 
 
+def _batches(run_id: str, options: RunOptions) -> Iterator[tuple[str, int, int, int]]:
+    """(run id, in flight, episode budget, episodes ended when it is done) of each target the
+    run sends: one asynchronous target for the whole run, or one per synchronous batch."""
+    if not options.sync_batch:
+        yield run_id, options.in_flight, options.episodes, options.episodes
+        return
+    started = 0
+    for number in itertools.count():
+        size = min(options.sync_batch, options.episodes - started)
+        started += size
+        yield f"{run_id}-b{number:03d}", size, size, started
+
+
 def send_target(
     settings: Settings, run_id: str, in_flight: int, options: RunOptions, episodes: int | None
 ) -> None:
@@ -327,7 +345,9 @@ def run_local(
         cleanup.callback(stop_children)
         cli = [sys.executable, "-m", "infra.cli", "worker"]
         report("starting the browser worker...")
-        children["browser worker"] = Child.start("browser-worker", [*cli, "browser"], env, log_dir)
+        for n in range(options.browser_workers):
+            name = "browser worker" if n == 0 else f"browser worker {n + 1}"
+            children[name] = Child.start(name.replace(" ", "-"), [*cli, "browser"], env, log_dir)
         report("starting the policy worker...")
         policy_args = list(options.policy_args)
         if options.policy == "scripted":
@@ -363,7 +383,9 @@ def run_local(
                 env,
                 log_dir,
             )
-        children["browser worker"].wait_for("assigned", 120)
+        for name, child in children.items():
+            if name.startswith("browser worker"):
+                child.wait_for("assigned", 120)
         children["policy worker"].wait_for("assigned", 180)
         children["stream processors"].wait_for("Ready", 120)
         if "learner" in children:
@@ -372,10 +394,15 @@ def run_local(
         follower = RunFollower(settings, run_id, since)
         cleanup.callback(follower.close)
         report(f"run {run_id}: {options.episodes} episodes, {options.in_flight} in flight")
-        send_target(settings, run_id, options.in_flight, options, options.episodes)
+        batches = _batches(run_id, options)
+        batch_run, in_flight, budget, batch_end = next(batches)
+        send_target(settings, batch_run, in_flight, options, budget)
         last_progress, seen = time.monotonic(), (0, 0)
         summary = follower.summary
         while summary.judged < options.episodes or summary.ended < options.episodes:
+            if min(summary.judged, summary.ended) >= batch_end:
+                batch_run, in_flight, budget, batch_end = next(batches)
+                send_target(settings, batch_run, in_flight, options, budget)
             follower.poll(0.5)
             on_progress(summary, children)
             if (summary.ended, summary.judged) != seen:
@@ -387,6 +414,6 @@ def run_local(
                 )
             for child in children.values():
                 child.check()
-        send_target(settings, run_id, 0, options, options.episodes)
+        send_target(settings, batch_run, 0, options, budget)
         report("stopping the workers...")
     return summary

@@ -36,7 +36,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Top
 
 from agents.policy.backends import ChatRequest, Generation
 from agents.policy.parser import ParsedReply, parse_reply
-from infra.consumer import build_consumer
+from infra.consumer import build_consumer, drain
 from infra.dead_letters import DeadLetterRouter
 from infra.objects import build_minio
 from infra.offsets import OffsetTracker
@@ -168,7 +168,7 @@ class PolicyWorker:
         with ThreadPoolExecutor(max_workers=self.config.concurrency) as pool:
             try:
                 while not stop.is_set() and self._fatal is None:
-                    for message in consumer.consume(64, 0.05):
+                    for message in drain(consumer, 64, 0.05):
                         self._accept(message, pending)
                     in_flight = [f for f in in_flight if not f.done()]
                     while pending and len(in_flight) < self.config.concurrency:

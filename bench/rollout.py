@@ -1,0 +1,366 @@
+"""Benchmark: asynchronous against synchronous rollouts through the whole pipeline, same run.
+
+Each phase is a `webgym run` of the practice web under a fresh topic prefix (deleted after), on
+the same machine, with the same workers and the same workload seed:
+
+- ``async``: the latency-model policy (`agents.policy.workload`: lognormal inference time, median
+  1.5 s and sigma 0.7; each episode answers at its drawn step, within the horizon 10/20/30 of
+  its difficulty), ``--in-flight`` episodes kept running, a finished one replaced at once;
+- ``sync``: the same policy in lock-step (``--sync-batch``): batches of ``--in-flight`` episodes
+  step together and the next batch starts when the slowest one ends;
+- ``instant``: the pipeline with an instant policy (median 0), for the ceiling;
+- ``bare``: the same browser work in a bare Playwright loop with no Kafka: ``--in-flight`` pages
+  each opening a task's start page and stepping through the same actions as the latency-model
+  policy, with a screenshot after each.
+
+The ideal is :mod:`bench.rollout_sim` over the episodes each mode actually ran (same keys,
+difficulties, drawn latencies and lengths), with browser operations taking the bare loop's
+median operation time. Kafka's added time per hop is measured by a probe consumer that records,
+for every event of the step topics, its arrival time minus its producer timestamp.
+
+Writes bench/results/rollout.json and rollout.png. Run: `webgym bench rollout` (after `webgym up`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import KafkaException
+
+from agents.policy.workload import WorkloadSpec, episode_length
+from analytics.log_tail import LogTail
+from analytics.stats import TOPICS, RunStats
+from bench.rollout_sim import SimEpisode, simulate
+from infra.local_run import RunOptions, run_local
+from infra.log_reader import read_topic
+from infra.settings import Settings
+from infra.topic_admin import create_topics, delete_topics
+
+RESULTS = Path(__file__).parent / "results" / "rollout.json"
+PLOT = Path(__file__).parent / "results" / "rollout.png"
+PROBED = ("ops.navigate", "ops.act", "ops.infer", "inferences", "observations", "episodes")
+
+
+class KafkaProbe:
+    """Arrival time minus producer timestamp of every event of the step topics, per topic."""
+
+    def __init__(self, settings: Settings):
+        for attempt in range(40):  # new topics: their leaders take a moment to be elected
+            try:
+                self._tail = LogTail(settings, PROBED, since_ms=int(time.time() * 1000))
+                break
+            except KafkaException:
+                if attempt == 39:
+                    raise
+                time.sleep(0.5)
+        self.delays_ms: dict[str, list[float]] = {suffix: [] for suffix in PROBED}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for item in self._tail.poll(0.1):
+                arrived = time.time() * 1000
+                if item.event.event_type is not None:
+                    self.delays_ms[item.suffix].append(arrived - item.event.record["ts"])
+
+    def close(self) -> dict[str, Any]:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self._tail.close()
+        every = [d for delays in self.delays_ms.values() for d in delays]
+        return {
+            "all": _quantiles(every),
+            "by_topic": {suffix: _quantiles(d) for suffix, d in self.delays_ms.items() if d},
+        }
+
+
+def _quantiles(samples: list[float]) -> dict[str, float]:
+    if not samples:
+        return {"n": 0}
+    ordered = sorted(samples)
+
+    def at(q: float) -> float:
+        return round(ordered[min(len(ordered) - 1, max(0, int(q * len(ordered) + 0.5) - 1))], 2)
+
+    return {"n": len(ordered), "p50": at(0.50), "p95": at(0.95), "p99": at(0.99)}
+
+
+def _phase_settings(base: Settings, partitions: int, in_flight: int) -> Settings:
+    return base.model_copy(
+        update={
+            "topic_prefix": f"bench-{uuid.uuid4().hex[:8]}",
+            "default_partitions": partitions,
+            "practice_web_address": "127.0.0.1:0",
+            "browser_act_concurrency": in_flight,
+            "browser_navigate_concurrency": in_flight,
+            "episode_lease_s": 300.0,
+            "episode_deadline_s": 3600.0,
+        }
+    )
+
+
+def _utilisation(settings: Settings, wall_s: float, in_flight: int) -> dict[str, Any]:
+    """Mean number of operations in progress on each side, from request and result timestamps."""
+    ts = {}
+    for suffix in ("ops.infer", "inferences", "ops.navigate", "ops.act", "observations"):
+        ts[suffix] = {
+            (e.record["episode_id"], e.record["step"]): e.record["ts"]
+            for e in read_topic(settings, suffix)
+            if e.event_type
+        }
+    policy_s = (
+        sum(ts["inferences"][k] - t for k, t in ts["ops.infer"].items() if k in ts["inferences"])
+        / 1000
+    )
+    browser_s = 0.0
+    for suffix in ("ops.navigate", "ops.act"):
+        browser_s += (
+            sum(ts["observations"][k] - t for k, t in ts[suffix].items() if k in ts["observations"])
+            / 1000
+        )
+    return {
+        "policy_mean_in_progress": round(policy_s / wall_s, 2),
+        "browser_mean_in_progress": round(browser_s / wall_s, 2),
+        "policy_utilisation": round(policy_s / wall_s / in_flight, 3),
+        "browser_utilisation": round(browser_s / wall_s / in_flight, 3),
+    }
+
+
+def run_phase(
+    base: Settings,
+    label: str,
+    args: argparse.Namespace,
+    median_s: float,
+    sync_batch: int | None = None,
+    browser_workers: int = 1,
+    partitions: int | None = None,
+    episodes: int | None = None,
+) -> dict[str, Any]:
+    settings = _phase_settings(base, partitions or args.partitions, args.in_flight)
+    create_topics(settings)
+    try:
+        policy_args = [
+            "--latency-median", str(median_s), "--latency-sigma", str(args.sigma),
+            "--workload-seed", str(args.seed), "--sites-count", str(args.sites),
+            "--sites-seed", str(args.seed),
+        ]  # fmt: skip
+        if sync_batch:
+            policy_args += ["--sync-batch", str(sync_batch)]
+        options = RunOptions(
+            episodes=episodes or args.episodes,
+            in_flight=args.in_flight,
+            policy="latency-model",
+            policy_args=tuple(policy_args),
+            sites=args.sites,
+            seed=args.seed,
+            run_id=f"{label}{uuid.uuid4().hex[:4]}",
+            browser_workers=browser_workers,
+            sync_batch=sync_batch,
+            stall_timeout_s=600.0,
+        )
+        probe = KafkaProbe(settings)
+        started = time.monotonic()
+        run_local(settings, options, start_stack=False)
+        elapsed = time.monotonic() - started
+        kafka = probe.close()
+        tail = LogTail(settings, TOPICS)
+        stats = RunStats()
+        stats.apply_all(tail.read_to_end())
+        tail.close()
+        figures = stats.figures()
+        wall = figures["window"]["seconds"]
+        ran = [
+            SimEpisode(e.record["episode_id"], e.record["task_id"].rsplit("-", 1)[-1])
+            for e in sorted(read_topic(settings, "episodes"), key=lambda e: e.record["ts"])
+            if e.event_type and e.record["kind"] == "started"
+        ]
+        return {
+            "label": label,
+            "episodes": figures["episodes"]["ended"],
+            "aborted": figures["episodes"]["aborted"],
+            "steps": figures["throughput"]["steps"],
+            "wall_s": round(wall, 1),
+            "command_s": round(elapsed, 1),
+            "steps_per_s": round(figures["throughput"]["steps_per_s"], 3),
+            "episodes_per_hour": round(figures["throughput"]["episodes_per_hour"], 1),
+            "latency_ms": figures["latency_ms"],
+            "kafka_added_ms": kafka,
+            "utilisation": _utilisation(settings, wall, args.in_flight),
+            "browser_workers": browser_workers,
+            "partitions": settings.default_partitions,
+            "_episodes": ran,
+        }
+    finally:
+        delete_topics(settings)
+
+
+def ideal(ran: list[SimEpisode], args: argparse.Namespace, mode: str, env_s: float) -> dict:
+    spec = WorkloadSpec(seed=args.seed, median_s=args.median, sigma=args.sigma)
+    result = simulate(mode, ran, spec, in_flight=args.in_flight, env_step_s=env_s)
+    return result.figures()
+
+
+async def bare_loop(base: Settings, args: argparse.Namespace, episodes: list[SimEpisode]) -> dict:
+    """The pipeline's browser work without Kafka: the same pages, actions and screenshots."""
+    from playwright.async_api import async_playwright
+
+    from agents.policy.backends import ChatRequest
+    from agents.policy.backends.latency_model import LatencyModelBackend
+    from agents.policy.parser import parse_reply
+    from infra.chromium import launch_options
+    from sites import generate_sites
+    from sites.server import PracticeWebServer
+    from sites.tasks import generate_tasks
+
+    sites = generate_sites(seed=args.seed, count=args.sites)
+    tasks = generate_tasks(sites, seed=args.seed)
+    spec = WorkloadSpec(seed=args.seed, median_s=0.0, sigma=args.sigma)
+    policy = LatencyModelBackend({t["task_id"]: t for t in tasks}, spec)
+    queue = list(enumerate(episodes))
+    op_ms: list[float] = []
+    steps = 0
+    with PracticeWebServer(sites) as server:
+        async with async_playwright() as playwright:
+            browser = await playwright.chromium.launch(
+                **launch_options(base, [f"--host-resolver-rules={server.host_resolver_rules}"])
+            )
+
+            async def worker() -> None:
+                nonlocal steps
+                while queue:
+                    n, episode = queue.pop(0)
+                    task = tasks[n % len(tasks)]
+                    if not task["task_id"].endswith(episode.difficulty):
+                        task = next(t for t in tasks if t["difficulty"] == episode.difficulty)
+                    context = await browser.new_context(viewport={"width": 1280, "height": 768})
+                    page = await context.new_page()
+                    began = time.monotonic()
+                    await page.goto(task["start_url"], wait_until="load")
+                    await page.screenshot(type="jpeg", quality=base.browser_jpeg_quality)
+                    op_ms.append((time.monotonic() - began) * 1000)
+                    length = episode_length(spec, episode.key, episode.difficulty)
+                    for step in range(1, length + 1):
+                        meta = {"task_id": task["task_id"], "episode_id": episode.key, "step": step}
+                        reply = parse_reply(policy.generate([ChatRequest([], meta)])[0].text)
+                        steps += 1
+                        action = getattr(reply, "action", None) or {}
+                        if step == length or action.get("kind") == "answer":
+                            break
+                        began = time.monotonic()
+                        if action.get("kind") == "navigate":
+                            await page.goto(action["url"], wait_until="load")
+                        elif action.get("kind") == "scroll":
+                            amount = action.get("amount") or 500
+                            down = action.get("direction") == "down"
+                            await page.mouse.wheel(0, amount if down else -amount)
+                        await page.screenshot(type="jpeg", quality=base.browser_jpeg_quality)
+                        op_ms.append((time.monotonic() - began) * 1000)
+                    await context.close()
+
+            started = time.monotonic()
+            await asyncio.gather(*(worker() for _ in range(args.in_flight)))
+            wall = time.monotonic() - started
+            await browser.close()
+    return {
+        "episodes": len(episodes),
+        "steps": steps,
+        "wall_s": round(wall, 1),
+        "steps_per_s": round(steps / wall, 3),
+        "op_ms": _quantiles(op_ms),
+    }
+
+
+def plot(result: dict[str, Any]) -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(9, 4.5))
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot(1, 1, 1)
+    names, values = [], []
+    for key, label in (
+        ("sync", "sync (measured)"),
+        ("ideal_sync", "sync (ideal)"),
+        ("async", "async (measured)"),
+        ("ideal_async", "async (ideal)"),
+        ("instant", "instant policy"),
+        ("bare", "bare Playwright"),
+    ):
+        if key in result:
+            names.append(label)
+            values.append(result[key]["steps_per_s"])
+    axes.barh(names, values, color="#4c78a8")
+    for y, value in enumerate(values):
+        axes.text(value, y, f" {value:.2f}", va="center")
+    axes.set_xlabel("steps per second")
+    axes.set_title(f"rollouts, {result['in_flight']} episodes in flight ({result['machine']})")
+    figure.tight_layout()
+    figure.savefig(PLOT, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=96, help="episodes per asynchronous phase")
+    parser.add_argument("--sync-batches", type=int, default=2, help="synchronous batches")
+    parser.add_argument("--in-flight", type=int, default=32)
+    parser.add_argument("--median", type=float, default=1.5, help="inference median, seconds")
+    parser.add_argument("--sigma", type=float, default=0.7, help="inference lognormal sigma")
+    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--sites", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    base = Settings()
+
+    result: dict[str, Any] = {
+        "benchmark": "rollout",
+        "machine": f"{os.cpu_count()} cores",
+        "in_flight": args.in_flight,
+        "workload": {
+            "median_s": args.median,
+            "sigma": args.sigma,
+            "seed": args.seed,
+            "horizons": {"easy": 10, "medium": 20, "hard": 30},
+        },  # fmt: skip
+    }
+    result["async"] = run_phase(base, "async", args, args.median)
+    result["sync"] = run_phase(
+        base, "sync", args, args.median, sync_batch=args.in_flight,
+        episodes=args.sync_batches * args.in_flight,
+    )  # fmt: skip
+    result["instant"] = run_phase(base, "instant", args, 0.0)
+    result["bare"] = asyncio.run(bare_loop(base, args, result["instant"]["_episodes"]))
+    env_s = result["bare"]["op_ms"].get("p50", 0.0) / 1000
+    for mode in ("async", "sync"):
+        result[f"ideal_{mode}"] = ideal(result[mode].pop("_episodes"), args, mode, env_s)
+    result["instant"].pop("_episodes")
+    result["ratios"] = {
+        "async_over_sync": round(result["async"]["steps_per_s"] / result["sync"]["steps_per_s"], 2),
+        "ideal_async_over_sync": round(
+            result["ideal_async"]["steps_per_s"] / result["ideal_sync"]["steps_per_s"], 2
+        ),
+        "async_of_ideal": round(
+            result["async"]["steps_per_s"] / result["ideal_async"]["steps_per_s"], 3
+        ),
+        "instant_of_bare": round(
+            result["instant"]["steps_per_s"] / result["bare"]["steps_per_s"], 3
+        ),
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    plot(result)
+    print(json.dumps({k: result[k] for k in ("ratios",)}, indent=2))
+    return result
+
+
+if __name__ == "__main__":
+    main()
