@@ -14,9 +14,11 @@ the same machine, with the same workers and the same workload seed:
   policy, with a screenshot after each.
 
 The ideal is :mod:`bench.rollout_sim` over the episodes each mode actually ran (same keys,
-difficulties, drawn latencies and lengths), with browser operations taking the bare loop's
-median operation time. Kafka's added time per hop is measured by a probe consumer that records,
-for every event of the step topics, its arrival time minus its producer timestamp.
+difficulties, drawn latencies and lengths), with the browser working at the bare loop's rate (one
+slot per core, each operation taking cores / the bare loop's steps per second) and nothing else
+costing anything; ``inference_only_*`` is the same with free browser operations. Kafka's added
+time per hop is measured by a probe consumer that records, for every event of the step topics,
+its arrival time minus its producer timestamp.
 
 Writes bench/results/rollout.json and rollout.png. Run: `webgym bench rollout` (after `webgym up`).
 """
@@ -204,9 +206,11 @@ def run_phase(
         delete_topics(settings)
 
 
-def ideal(ran: list[SimEpisode], args: argparse.Namespace, mode: str, env_s: float) -> dict:
+def ideal(
+    ran: list[SimEpisode], args: argparse.Namespace, mode: str, env_s: float, slots: int | None
+) -> dict:
     spec = WorkloadSpec(seed=args.seed, median_s=args.median, sigma=args.sigma)
-    result = simulate(mode, ran, spec, in_flight=args.in_flight, env_step_s=env_s)
+    result = simulate(mode, ran, spec, in_flight=args.in_flight, env_step_s=env_s, env_slots=slots)
     return result.figures()
 
 
@@ -280,6 +284,28 @@ async def bare_loop(base: Settings, args: argparse.Namespace, episodes: list[Sim
     }
 
 
+def scaling(base: Settings, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The instant-policy pipeline over browser worker processes and partition counts."""
+    rows = []
+    for workers, partitions in ((1, 8), (2, 8), (4, 8), (1, 16), (1, 32)):
+        phase = run_phase(
+            base, f"scale{workers}w{partitions}p", args, 0.0,
+            browser_workers=workers, partitions=partitions,
+        )  # fmt: skip
+        phase.pop("_episodes")
+        rows.append(
+            {
+                "browser_workers": workers,
+                "partitions": partitions,
+                "steps_per_s": phase["steps_per_s"],
+                "episodes_per_hour": phase["episodes_per_hour"],
+                "utilisation": phase["utilisation"],
+                "kafka_added_ms": phase["kafka_added_ms"]["all"],
+            }
+        )
+    return rows
+
+
 def plot(result: dict[str, Any]) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -318,6 +344,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--sites", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--scaling",
+        action="store_true",
+        help="also: instant policy over 1/2/4 browser workers and 8/16/32 partitions",
+    )
     args = parser.parse_args(argv)
     base = Settings()
 
@@ -339,14 +370,26 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )  # fmt: skip
     result["instant"] = run_phase(base, "instant", args, 0.0)
     result["bare"] = asyncio.run(bare_loop(base, args, result["instant"]["_episodes"]))
-    env_s = result["bare"]["op_ms"].get("p50", 0.0) / 1000
+    # The zero-overhead ideal: the browser does its work at the bare loop's rate (one slot per
+    # core, each operation taking cores / bare steps per second), nothing else costs anything.
+    slots = os.cpu_count() or 1
+    env_s = slots / result["bare"]["steps_per_s"]
+    result["ideal_model"] = {"env_slots": slots, "env_step_s": round(env_s, 4)}
     for mode in ("async", "sync"):
-        result[f"ideal_{mode}"] = ideal(result[mode].pop("_episodes"), args, mode, env_s)
+        ran = result[mode].pop("_episodes")
+        result[mode]["episodes_run"] = [[e.key, e.difficulty] for e in ran]
+        result[f"ideal_{mode}"] = ideal(ran, args, mode, env_s, slots)
+        result[f"inference_only_{mode}"] = ideal(ran, args, mode, 0.0, None)
     result["instant"].pop("_episodes")
     result["ratios"] = {
         "async_over_sync": round(result["async"]["steps_per_s"] / result["sync"]["steps_per_s"], 2),
         "ideal_async_over_sync": round(
             result["ideal_async"]["steps_per_s"] / result["ideal_sync"]["steps_per_s"], 2
+        ),
+        "inference_only_async_over_sync": round(
+            result["inference_only_async"]["steps_per_s"]
+            / result["inference_only_sync"]["steps_per_s"],
+            2,
         ),
         "async_of_ideal": round(
             result["async"]["steps_per_s"] / result["ideal_async"]["steps_per_s"], 3
@@ -355,6 +398,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             result["instant"]["steps_per_s"] / result["bare"]["steps_per_s"], 3
         ),
     }
+    if args.scaling:
+        result["scaling"] = scaling(base, args)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2, default=str) + "\n")
     plot(result)
