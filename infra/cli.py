@@ -740,6 +740,13 @@ def bench_rollout(
     partitions: Annotated[int, typer.Option(min=1, help="partitions of the episode topics")] = 8,
     sites: Annotated[int, typer.Option(min=1, help="practice-web sites")] = 10,
     seed: Annotated[int, typer.Option(help="workload and practice-web seed")] = 0,
+    scaling: Annotated[
+        bool,
+        typer.Option(
+            help="also the instant-policy pipeline over 1/2/4 browser workers "
+            "and 8/16/32 partitions (several more minutes)"
+        ),
+    ] = False,
 ) -> None:
     """Asynchronous against synchronous rollouts through the whole pipeline, in one run.
 
@@ -757,7 +764,7 @@ def bench_rollout(
         "--in-flight", str(in_flight), "--median", str(median), "--sigma", str(sigma),
         "--partitions", str(partitions), "--sites", str(sites), "--seed", str(seed),
     ]  # fmt: skip
-    rollout(argv)
+    rollout(argv + (["--scaling"] if scaling else []))
 
 
 @model_app.command("tiny")

@@ -35,6 +35,7 @@ COMMANDS = [
     ["rescore"],
     ["stats"],
     ["dashboard"],
+    ["bench", "rollout"],
 ]
 
 
