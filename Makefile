@@ -18,3 +18,4 @@ bench:  ## benchmarks; results land in bench/results/*.json
 	.venv/bin/python -m bench.policy_worker
 	.venv/bin/python -m bench.task_load
 	.venv/bin/python -m bench.learner
+	.venv/bin/webgym bench rollout
