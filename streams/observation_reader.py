@@ -44,7 +44,14 @@ class EventReader:
             client_id="webgym-event-reader",
             # Random access: after each record the consumer's next fetch sits at the end of the
             # log, and the broker would hold it (and the next assign) for fetch.wait.max.ms.
-            **{"fetch.wait.max.ms": 5},
+            # Fetch one record batch at a time, not megabytes of the screenshots that follow it
+            # (the broker still returns a first batch larger than this whole).
+            **{
+                "fetch.wait.max.ms": 5,
+                "max.partition.fetch.bytes": 64 * 1024,
+                "fetch.max.bytes": 64 * 1024,
+                "queued.min.messages": 1,
+            },
         )
         self._lock = threading.Lock()
 
@@ -55,7 +62,12 @@ class EventReader:
             raise EventUnavailable(f"no log position recorded for {event_id or 'it'}")
         with self._lock:
             self._consumer.assign([TopicPartition(self._topic, partition, offset)])
-            message = self._consumer.poll(timeout_s)
+            try:
+                message = self._consumer.poll(timeout_s)
+            finally:
+                # Assigned, the consumer would keep fetching the partition every 5 ms between
+                # reads: hundreds of requests a second per reader, taking the broker's CPU.
+                self._consumer.unassign()
         where = f"{self._topic}[{partition}]@{offset}"
         if message is None or message.error() is not None:
             problem = "nothing arrived" if message is None else message.error().str()
