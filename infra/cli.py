@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Column, Table
 
-from analytics import dashboard_cli, replay_cli, rescore_cli, stats_cli
+from analytics import check_cli, dashboard_cli, replay_cli, rescore_cli, stats_cli
 from analytics.errors import AnalyticsError
 from infra import stack
 from infra.chromium import ChromiumMissing
@@ -409,11 +409,19 @@ def topics_describe(
 @user_errors
 def worker_browser(
     concurrency: Annotated[
-        int, typer.Option(min=1, help="actions (click, type, scroll...) served at once")
-    ] = 8,
+        int | None,
+        typer.Option(
+            min=1,
+            help="actions (click, type, scroll...) served at once "
+            "(default: WEBGYM_BROWSER_ACT_CONCURRENCY, 8)",
+        ),
+    ] = None,
     navigate_concurrency: Annotated[
         int | None,
-        typer.Option(min=1, help="navigations served at once (default: half of --concurrency)"),
+        typer.Option(
+            min=1,
+            help="navigations served at once (default: WEBGYM_BROWSER_NAVIGATE_CONCURRENCY, 4)",
+        ),
     ] = None,
     group: Annotated[str, typer.Option(help="consumer group; one per fleet")] = "webgym-browser",
     fault_injection: Annotated[
@@ -433,8 +441,8 @@ def worker_browser(
     settings = _settings()
     config = BrowserWorkerConfig.from_settings(
         settings,
-        act_concurrency=concurrency,
-        navigate_concurrency=navigate_concurrency or max(1, concurrency // 2),
+        act_concurrency=concurrency or settings.browser_act_concurrency,
+        navigate_concurrency=navigate_concurrency or settings.browser_navigate_concurrency,
         group_id=group,
         client_id=f"{group}-{os.getpid()}",
         fault_injection=fault_injection,
@@ -784,6 +792,7 @@ app.command("replay")(user_errors(replay_cli.replay))
 app.command("rescore")(user_errors(rescore_cli.rescore))
 app.command("stats")(user_errors(stats_cli.stats))
 app.command("dashboard")(user_errors(dashboard_cli.dashboard))
+app.command("check")(user_errors(check_cli.check))
 
 
 def main() -> None:
