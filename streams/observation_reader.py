@@ -49,7 +49,6 @@ class EventReader:
             **{
                 "fetch.wait.max.ms": 5,
                 "max.partition.fetch.bytes": 64 * 1024,
-                "fetch.max.bytes": 64 * 1024,
                 "queued.min.messages": 1,
             },
         )
