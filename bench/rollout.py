@@ -28,8 +28,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import os
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -43,6 +43,7 @@ from analytics.stats import TOPICS, RunStats
 from bench.rollout_sim import SimEpisode, simulate
 from infra.local_run import RunOptions, run_local
 from infra.log_reader import read_topic
+from infra.producer import build_producer
 from infra.settings import Settings
 from infra.topic_admin import create_topics, delete_topics
 
@@ -52,38 +53,77 @@ PROBED = ("ops.navigate", "ops.act", "ops.infer", "inferences", "observations", 
 
 
 class KafkaProbe:
-    """Arrival time minus producer timestamp of every event of the step topics, per topic."""
+    """Arrival time minus producer timestamp of every event of the step topics, per topic.
+
+    Runs in a process of its own with a plain consumer that decodes nothing (the producer
+    timestamp is the record's Kafka CreateTime), so what it measures is the broker and the
+    client library, not the bench process's interpreter, which also serves the practice web.
+    """
 
     def __init__(self, settings: Settings):
-        for attempt in range(40):  # new topics: their leaders take a moment to be elected
-            try:
-                self._tail = LogTail(settings, PROBED, since_ms=int(time.time() * 1000))
-                break
-            except KafkaException:
-                if attempt == 39:
-                    raise
-                time.sleep(0.5)
-        self.delays_ms: dict[str, list[float]] = {suffix: [] for suffix in PROBED}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            for item in self._tail.poll(0.1):
-                arrived = time.time() * 1000
-                if item.event.event_type is not None:
-                    self.delays_ms[item.suffix].append(arrived - item.event.record["ts"])
+        context = multiprocessing.get_context("spawn")
+        self._stop = context.Event()
+        self._ready = context.Event()
+        self._results = context.Queue()
+        topics = [settings.topic(suffix) for suffix in PROBED]
+        self._process = context.Process(
+            target=_probe,
+            args=(settings.bootstrap_servers, topics, self._stop, self._ready, self._results),
+            daemon=True,
+        )
+        self._process.start()
+        if not self._ready.wait(60):
+            raise RuntimeError("the Kafka probe did not start; is the broker up (`webgym up`)?")
+        self._prefix = settings.topic("")
 
     def close(self) -> dict[str, Any]:
         self._stop.set()
-        self._thread.join(timeout=10)
-        self._tail.close()
-        every = [d for delays in self.delays_ms.values() for d in delays]
+        delays_ms: dict[str, list[float]] = self._results.get(timeout=60)
+        self._process.join(timeout=10)
+        by_suffix = {topic.removeprefix(self._prefix): d for topic, d in delays_ms.items()}
+        every = [d for delays in by_suffix.values() for d in delays]
         return {
             "all": _quantiles(every),
-            "by_topic": {suffix: _quantiles(d) for suffix, d in self.delays_ms.items() if d},
+            "by_topic": {suffix: _quantiles(d) for suffix, d in by_suffix.items() if d},
         }
+
+
+def _probe(bootstrap: str, topics: list[str], stop: Any, ready: Any, results: Any) -> None:
+    from confluent_kafka import OFFSET_END, Consumer, TopicPartition
+
+    from infra.consumer import drain
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"webgym-probe-{uuid.uuid4().hex[:8]}",  # never commits
+            "enable.auto.commit": False,
+            "socket.nagle.disable": True,
+            "max.partition.fetch.bytes": 16 * 1024 * 1024,
+        }
+    )
+    for attempt in range(40):  # new topics: their leaders take a moment to be elected
+        try:
+            assigned = [
+                TopicPartition(topic, partition, OFFSET_END)
+                for topic in topics
+                for partition in consumer.list_topics(topic, timeout=10).topics[topic].partitions
+            ]
+            break
+        except (KafkaException, KeyError):
+            if attempt == 39:
+                raise
+            time.sleep(0.5)
+    consumer.assign(assigned)
+    delays: dict[str, list[float]] = {topic: [] for topic in topics}
+    ready.set()
+    while not stop.is_set():
+        for message in drain(consumer, 500, 0.1):  # consume() would wait for 500
+            arrived = time.time() * 1000
+            if message.error() is None:
+                delays[message.topic()].append(arrived - message.timestamp()[1])
+    consumer.close()
+    results.put(delays)
 
 
 def _quantiles(samples: list[float]) -> dict[str, float]:
@@ -136,6 +176,43 @@ def _utilisation(settings: Settings, wall_s: float, in_flight: int) -> dict[str,
         "policy_utilisation": round(policy_s / wall_s / in_flight, 3),
         "browser_utilisation": round(browser_s / wall_s / in_flight, 3),
     }
+
+
+def kafka_unloaded(base: Settings, steps_per_s: float, seconds: float = 30.0) -> dict[str, Any]:
+    """Kafka's added time per hop with the CPU free: the step topics' traffic (a screenshot-sized
+    observation and inference request, small operation and inference events) produced at the
+    asynchronous phase's step rate with no browser, processor or policy running, through the
+    same producer settings and the same probe."""
+    settings = _phase_settings(base, base.default_partitions, 1)
+    create_topics(settings)
+    try:
+        producer = build_producer(settings, client_id="bench-unloaded")
+        shot, small = os.urandom(110_000), os.urandom(1_000)
+        step_topics = (("ops.act", small), ("observations", shot), ("ops.infer", shot))
+        sizes = [(settings.topic(suffix), payload) for suffix, payload in step_topics]
+        sizes.append((settings.topic("inferences"), small))
+        # Warm up as a running loop is: leaders elected, metadata and producer id known.
+        for topic, _ in sizes:
+            for partition in range(settings.default_partitions):
+                producer.produce(topic, small, partition=partition)
+        producer.flush(30)
+        probe = KafkaProbe(settings)
+        time.sleep(1.0)
+        gap_s = 1 / (steps_per_s * len(sizes))
+        ends = time.monotonic() + seconds
+        step = 0
+        while time.monotonic() < ends:
+            key = f"unloaded-{step % 32:06d}".encode()
+            for topic, payload in sizes:
+                producer.produce(topic, payload, key=key)
+                producer.poll(0)
+                time.sleep(gap_s)
+            step += 1
+        producer.flush(30)
+        time.sleep(1.0)
+        return {"steps_per_s": steps_per_s, "seconds": seconds, **probe.close()}
+    finally:
+        delete_topics(settings)
 
 
 def run_phase(
@@ -214,10 +291,19 @@ def ideal(
     return result.figures()
 
 
-async def bare_loop(base: Settings, args: argparse.Namespace, episodes: list[SimEpisode]) -> dict:
-    """The pipeline's browser work without Kafka: the same pages, actions and screenshots."""
+async def bare_loop(
+    base: Settings, args: argparse.Namespace, episodes: list[SimEpisode], session: bool = False
+) -> dict:
+    """The pipeline's browser work without Kafka: the same pages, actions and screenshots.
+
+    Plain Playwright calls by default; with ``session`` the browser worker's own
+    :class:`~agents.browser.session.EpisodeSession` (its URL guard on every request, page
+    signals and settling), so the pipeline's own cost can be told from the guard's.
+    """
     from playwright.async_api import async_playwright
 
+    from agents.browser.session import EpisodeSession
+    from agents.browser.url_policy import UrlPolicy
     from agents.policy.backends import ChatRequest
     from agents.policy.backends.latency_model import LatencyModelBackend
     from agents.policy.parser import parse_reply
@@ -246,11 +332,20 @@ async def bare_loop(base: Settings, args: argparse.Namespace, episodes: list[Sim
                     task = tasks[n % len(tasks)]
                     if not task["task_id"].endswith(episode.difficulty):
                         task = next(t for t in tasks if t["difficulty"] == episode.difficulty)
-                    context = await browser.new_context(viewport={"width": 1280, "height": 768})
-                    page = await context.new_page()
+                    viewport = {"width": 1280, "height": 768}
                     began = time.monotonic()
-                    await page.goto(task["start_url"], wait_until="load")
-                    await page.screenshot(type="jpeg", quality=base.browser_jpeg_quality)
+                    if session:
+                        guard = UrlPolicy.for_episode(task["start_url"], [task["website"]])
+                        held = await EpisodeSession.open(
+                            browser, episode.key, guard, viewport, base.browser_jpeg_quality
+                        )
+                        await held.navigate(task["start_url"], 30_000)
+                        await held.observe(False, "jpeg")
+                    else:
+                        context = await browser.new_context(viewport=viewport)
+                        page = await context.new_page()
+                        await page.goto(task["start_url"], wait_until="load")
+                        await page.screenshot(type="jpeg", quality=base.browser_jpeg_quality)
                     op_ms.append((time.monotonic() - began) * 1000)
                     length = episode_length(spec, episode.key, episode.difficulty)
                     for step in range(1, length + 1):
@@ -261,15 +356,19 @@ async def bare_loop(base: Settings, args: argparse.Namespace, episodes: list[Sim
                         if step == length or action.get("kind") == "answer":
                             break
                         began = time.monotonic()
-                        if action.get("kind") == "navigate":
+                        if session:
+                            await held.act(action, 30_000)
+                            await held.observe(False, "jpeg")
+                        elif action.get("kind") == "navigate":
                             await page.goto(action["url"], wait_until="load")
                         elif action.get("kind") == "scroll":
                             amount = action.get("amount") or 500
                             down = action.get("direction") == "down"
                             await page.mouse.wheel(0, amount if down else -amount)
-                        await page.screenshot(type="jpeg", quality=base.browser_jpeg_quality)
+                        if not session:
+                            await page.screenshot(type="jpeg", quality=base.browser_jpeg_quality)
                         op_ms.append((time.monotonic() - began) * 1000)
-                    await context.close()
+                    await (held.close() if session else context.close())
 
             started = time.monotonic()
             await asyncio.gather(*(worker() for _ in range(args.in_flight)))
@@ -320,6 +419,7 @@ def plot(result: dict[str, Any]) -> None:
         ("async", "async (measured)"),
         ("ideal_async", "async (ideal)"),
         ("instant", "instant policy"),
+        ("bare_session", "bare loop, worker's session"),
         ("bare", "bare Playwright"),
     ):
         if key in result:
@@ -370,6 +470,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )  # fmt: skip
     result["instant"] = run_phase(base, "instant", args, 0.0)
     result["bare"] = asyncio.run(bare_loop(base, args, result["instant"]["_episodes"]))
+    result["bare_session"] = asyncio.run(
+        bare_loop(base, args, result["instant"]["_episodes"], session=True)
+    )
+    result["kafka_unloaded"] = kafka_unloaded(base, result["async"]["steps_per_s"])
     # The zero-overhead ideal: the browser does its work at the bare loop's rate (one slot per
     # core, each operation taking cores / bare steps per second), nothing else costs anything.
     slots = os.cpu_count() or 1
@@ -396,6 +500,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ),
         "instant_of_bare": round(
             result["instant"]["steps_per_s"] / result["bare"]["steps_per_s"], 3
+        ),
+        "instant_of_bare_session": round(
+            result["instant"]["steps_per_s"] / result["bare_session"]["steps_per_s"], 3
         ),
     }
     if args.scaling:
