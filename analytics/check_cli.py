@@ -1,0 +1,245 @@
+"""`webgym check`: the invariants of a run, verified on the log after the fact.
+
+Reads every topic of :data:`analytics.check.TOPICS` from offset 0 of each partition to its end as
+it is when the check starts, with a fresh reader that never commits (nothing of the running system
+changes), folds the records into :class:`analytics.check.InvariantFold` and shows the counts and
+the violations. Exit 0 when every invariant holds, 1 otherwise; 1 with what to do next when Kafka
+cannot be reached or the topics do not exist. :func:`check_run` is the same check as a library
+call (tests end with it). Imports here stay light: ``infra.cli`` imports this module at start-up.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from analytics.errors import AnalyticsError
+
+if TYPE_CHECKING:
+    from analytics.check import CheckReport
+    from infra.settings import Settings
+
+LABELS = {
+    "started": "episodes started",
+    "ended": "episodes ended",
+    "finished": "  finished",
+    "aborted": "  aborted",
+    "lost": "episodes lost (started, never ended)",
+    "duplicates_raw": "duplicates (copies dropped)",
+    "reexecuted": "  of which re-executed (same event id, new content)",
+    "duplicates_after_dedup": "duplicates after deduplication",
+    "dead_letters": "dead letters",
+    "undecodable": "records that do not decode",
+    "trajectories": "trajectories",
+    "scored": "scored trajectories",
+    "successes": "successes",
+    "records": "records of the run read",
+}
+SHOWN = 50  # violations printed; --json has them all
+
+
+def check(
+    run: Annotated[
+        str | None,
+        typer.Option("--run", help="only this run's episodes (episode ids are <run id>-<n>)"),
+    ] = None,
+    json_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--json", help="also write the report (counts and every violation) to this JSON file"
+        ),
+    ] = None,
+) -> None:
+    """Verify the invariants of the rollout loop on the log, after a run: every started episode
+    ended exactly once (an aborted one with a reason); step numbers are contiguous; nothing was
+    produced for an episode after its end; each trajectory and scored trajectory equals the fold
+    of its steps; no start, trajectory or success appears twice with different content; every
+    success is a scored trajectory with reward 1; every dead letter names its source (topic,
+    partition, offset) and error class.
+
+    Reads every episode topic and the dead-letter topic of the deployment named by
+    WEBGYM_TOPIC_PREFIX from offset 0 to the end, with a fresh consumer that never commits, then
+    prints the counts (started, ended, aborted, lost, duplicates before and after
+    deduplication, dead letters, trajectories, successes) and each violation with its episode,
+    invariant and the record's topic, partition and offset. Run it when the run has finished:
+    episodes still in flight count as lost. Exit code 0: every invariant holds; 1: violations
+    (or no Kafka, or no topics). Definitions are in `analytics/check.py`.
+    """
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    settings = _settings()
+    console, status_console = Console(), Console(stderr=True)
+    with Progress(
+        TextColumn("reading the log"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=status_console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("read", total=None)
+        report = check_run(
+            settings, run, lambda read, total: bar.update(task, completed=read, total=total)
+        )
+    _show(console, report, settings.topic_prefix)
+    if json_path is not None:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(report.as_dict(), indent=2) + "\n")
+        console.print(f"report written to {json_path}")
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+def check_run(
+    settings: Settings,
+    run_id: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    idle_limit_s: float = 30.0,
+) -> CheckReport:
+    """Read the deployment's topics from offset 0 to their end now and check every invariant.
+
+    ``run_id`` restricts the check to that run's episodes (an AnalyticsError when the log has
+    none); ``progress(read, total)`` is called as records arrive. Raises BrokerUnreachable when
+    no broker answers and AnalyticsError when topics are missing; both say what to do next.
+    """
+    from analytics.check import TOPICS, InvariantFold
+    from analytics.log_tail import LogTail
+
+    _check_topics(settings, TOPICS)
+    total = _records_in(settings, TOPICS)
+    fold = InvariantFold(run_id, settings.topic_prefix)
+    tail = LogTail(settings, TOPICS)
+    try:
+        read, idle_since = 0, time.monotonic()
+        while not tail.caught_up():
+            batch = tail.poll(0.5)
+            fold.apply_all(batch)
+            read += len(batch)
+            if progress is not None:
+                progress(read, max(total, read))
+            if batch:
+                idle_since = time.monotonic()
+            elif time.monotonic() - idle_since > idle_limit_s:
+                raise AnalyticsError(
+                    f"the log stopped delivering for {idle_limit_s:.0f} s before its end; "
+                    "check the broker with `webgym status`"
+                )
+    finally:
+        tail.close()
+    if run_id is not None and run_id not in fold.runs_seen:
+        seen = sorted(fold.runs_seen)
+        listed = ", ".join(seen[-10:]) if seen else "none"
+        raise AnalyticsError(
+            f"run {run_id!r} has no episode events in the {settings.topic_prefix}.* topics; "
+            f"runs there: {listed}"
+        )
+    return fold.report()
+
+
+def _show(console: Any, report: CheckReport, prefix: str) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from analytics.check import INVARIANTS
+
+    scope = f"run {report.run_id}" if report.run_id else f"every run in {prefix}.*"
+    if report.run_id is None and report.counts["records"] == 0:
+        console.print(
+            f"[yellow]no episode events[/] in the {prefix}.* topics: nothing to check. Check "
+            "WEBGYM_TOPIC_PREFIX, or start a run with `webgym run`"
+        )
+    counts = Table(title=f"webgym check: {scope}", title_justify="left")
+    counts.add_column("count")
+    counts.add_column("", justify="right")
+    for key, label in LABELS.items():
+        counts.add_row(label, str(report.counts[key]))
+    console.print(counts)
+    found = report.by_invariant()
+    invariants = Table(title="invariants", title_justify="left")
+    invariants.add_column("invariant")
+    invariants.add_column("holds")
+    invariants.add_column("what it says")
+    for name, text in INVARIANTS.items():
+        holds = "[green]yes[/]" if not found[name] else f"[red]no: {found[name]}[/]"
+        invariants.add_row(name, holds, text)
+    console.print(invariants)
+    if report.ok:
+        console.print(f"[green]all invariants hold[/] ({scope})")
+        return
+    console.print(f"[red]{len(report.violations)} violation(s)[/] ({scope}):")
+    for violation in report.violations[:SHOWN]:
+        where = str(violation.at) if violation.at is not None else "-"
+        console.print(
+            f"  [bold]{violation.invariant}[/]  {escape(violation.episode_id or '-')}  "
+            f"{escape(where)}  {escape(violation.message)}",
+            highlight=False,
+        )
+    if len(report.violations) > SHOWN:
+        console.print(f"  ... and {len(report.violations) - SHOWN} more (write them all: --json)")
+    console.print(
+        "Next: `webgym replay EPISODE_ID` shows an episode step by step; the coordinates name "
+        "the record that breaks the invariant (topic\\[partition]@offset)."
+    )
+
+
+def _settings() -> Any:
+    from pydantic import ValidationError
+
+    from infra.settings import Settings, SettingsError
+
+    try:
+        return Settings()
+    except ValidationError as exc:
+        raise SettingsError(f"invalid WEBGYM_* setting:\n{exc}") from exc
+
+
+def _check_topics(settings: Any, suffixes: tuple[str, ...]) -> None:
+    from infra.topic_admin import topic_states
+
+    wanted = {settings.topic(suffix) for suffix in suffixes}
+    missing = [
+        s.name for s in topic_states(settings) if s.outcome == "missing" and s.name in wanted
+    ]
+    if missing:
+        raise AnalyticsError(
+            f"topics missing on {settings.bootstrap_servers}: {', '.join(sorted(missing))}. "
+            f"Is WEBGYM_TOPIC_PREFIX ({settings.topic_prefix!r}) the one of your run? "
+            "`webgym topics list` shows the table; `webgym topics create` creates them"
+        )
+
+
+def _records_in(settings: Any, suffixes: tuple[str, ...], timeout_s: float = 10.0) -> int:
+    """How many records the topics hold now (the progress bar's total)."""
+    from confluent_kafka import TopicPartition
+
+    from infra.consumer import build_consumer
+
+    consumer = build_consumer(
+        settings, group_id=f"webgym-check-{uuid.uuid4().hex[:10]}", client_id="webgym-check"
+    )
+    try:
+        total = 0
+        for suffix in suffixes:
+            topic = settings.topic(suffix)
+            metadata = consumer.list_topics(topic, timeout=timeout_s).topics[topic]
+            for partition in metadata.partitions:
+                low, high = consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition), timeout_s
+                )
+                total += max(0, high - low)
+        return total
+    finally:
+        consumer.close()
