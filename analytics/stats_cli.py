@@ -10,9 +10,7 @@ stay light: ``infra.cli`` imports this module at start-up.
 
 from __future__ import annotations
 
-import datetime
 import json
-import re
 import signal
 import time
 from pathlib import Path
@@ -21,38 +19,16 @@ from typing import Annotated, Any
 import typer
 
 from analytics.errors import AnalyticsError
+from analytics.times import HELP as TIME_HELP
+from analytics.times import parse_since as _parse_time
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)")
-_DURATION = re.compile(r"(?:\d+(?:\.\d+)?\s*(?:ms|s|m|h|d|w)\s*)+")
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
-SINCE_HELP = (
-    "start at this time instead of offset 0: an ISO time (2026-11-30T14:05, local time unless it "
-    "ends in Z or +hh:mm) or how long ago (90s, 10m, 2h, 1d, 1h30m)"
-)
+SINCE_HELP = f"start at this time instead of offset 0: {TIME_HELP}"
 
 
 def parse_since(text: str, now_ms: int | None = None) -> int:
-    """``--since`` as epoch ms; an AnalyticsError says what is accepted."""
-    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    value = text.strip().lower()
-    if value and _DURATION.fullmatch(value):
-        ago = sum(float(n) * _UNIT_MS[unit] for n, unit in _DURATION_PART.findall(value))
-        return int(now_ms - ago)
-    try:
-        moment = datetime.datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise AnalyticsError(
-            f"--since {text!r} is neither a time nor a duration: give an ISO time such as "
-            "2026-11-30T14:05 (local time unless it ends in Z or +hh:mm) or how long ago, "
-            "such as 30s, 10m, 2h, 1d or 1h30m"
-        ) from None
-    since_ms = int(moment.astimezone().timestamp() * 1000)
-    if since_ms > now_ms:
-        raise AnalyticsError(
-            f"--since {text!r} is in the future ({moment.astimezone():%Y-%m-%d %H:%M:%S %Z}); "
-            "give a past time, or drop --since to start at offset 0"
-        )
-    return since_ms
+    """``--since`` as epoch ms (:func:`analytics.times.parse_since`; a future time is refused)."""
+    now_s = time.time() if now_ms is None else now_ms / 1000
+    return _parse_time(text, now_s, past=True)
 
 
 def stats(
