@@ -61,6 +61,7 @@ class RunOptions:
     learner_model: str | None = None
     learner_args: tuple[str, ...] = ()
     browser_workers: int = 1  # browser worker processes (one consumer group)
+    browser_args: tuple[str, ...] = ()  # more `webgym worker browser` options
     # Synchronous batches (benchmarks): start this many episodes, wait until every one of them
     # ended and was judged, then start the next batch (run ids <run_id>-b000, -b001, ...).
     sync_batch: int | None = None
@@ -347,7 +348,9 @@ def run_local(
         report("starting the browser worker...")
         for n in range(options.browser_workers):
             name = "browser worker" if n == 0 else f"browser worker {n + 1}"
-            children[name] = Child.start(name.replace(" ", "-"), [*cli, "browser"], env, log_dir)
+            children[name] = Child.start(
+                name.replace(" ", "-"), [*cli, "browser", *options.browser_args], env, log_dir
+            )
         report("starting the policy worker...")
         policy_args = list(options.policy_args)
         if options.policy == "scripted":

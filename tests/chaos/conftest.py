@@ -1,0 +1,136 @@
+"""The chaos tier: faults injected into real runs (Kafka, MinIO, Chromium, the workers as child
+processes), each run ending with the invariant checker (`webgym check`) on its log.
+
+A test runs :func:`chaos_run` with a fault (a callback that gets the run's progress and its child
+processes, kills only processes the run itself started, by pid, and records when it struck).
+Every run adds a row to the fault table (fault, episodes in flight, started, ended, lost,
+duplicates after deduplication, recovery time), printed at the end of the session and written to
+``<state dir>/chaos/<test>.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from analytics.check_cli import check_run
+from infra.local_run import Child, RunOptions, RunSummary, run_local
+from infra.log_reader import read_topic
+from infra.settings import Settings
+from tests.e2e.conftest import isolated_settings
+
+ROWS: list[dict[str, Any]] = []
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "tests/chaos" in str(item.fspath):
+            item.add_marker(pytest.mark.chaos)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not ROWS:
+        return
+    terminalreporter.section("chaos: fault table")
+    header = "fault | in flight | started | ended | lost | duplicates after dedup | recovery s"
+    terminalreporter.write_line(header)
+    for row in ROWS:
+        recovery = "-" if row["recovery_s"] is None else f"{row['recovery_s']:.1f}"
+        terminalreporter.write_line(
+            f"{row['fault']} | {row['in_flight']} | {row['started']} | {row['ended']} | "
+            f"{row['lost']} | {row['duplicates_after_dedup']} | {recovery}"
+        )
+        if "memory" in row:
+            terminalreporter.write_line(f"  memory: {json.dumps(row['memory'])}")
+
+
+@pytest.fixture
+def run_settings(stack_settings: Settings) -> Iterator[Settings]:
+    with isolated_settings(stack_settings) as settings:
+        yield settings
+
+
+@dataclass
+class Fault:
+    """What a test did to a run: the moments (epoch ms) each fault struck."""
+
+    name: str
+    struck_ms: list[int] = field(default_factory=list)
+
+    def mark(self) -> None:
+        self.struck_ms.append(int(time.time() * 1000))
+
+
+@dataclass
+class ChaosResult:
+    summary: RunSummary
+    report: Any  # analytics.check.CheckReport
+    row: dict[str, Any]
+
+
+def recovery_s(settings: Settings, run_id: str, struck_ms: list[int]) -> float | None:
+    """From the last fault to the first episode end after it, from the log's timestamps."""
+    if not struck_ms:
+        return None
+    last = max(struck_ms)
+    ends = [
+        e.record["ts"]
+        for e in read_topic(settings, "episodes")
+        if e.event_type
+        and e.record["kind"] != "started"
+        and e.record["episode_id"].startswith(f"{run_id}-")
+        and e.record["ts"] > last
+    ]
+    return (min(ends) - last) / 1000 if ends else None
+
+
+def chaos_run(
+    settings: Settings,
+    options: RunOptions,
+    fault: Fault,
+    strike: Callable[[RunSummary, dict[str, Child]], None] = lambda *_: None,
+    request: pytest.FixtureRequest | None = None,
+) -> ChaosResult:
+    """Run the loop with ``strike`` called on every progress tick, then check the log."""
+    summary = run_local(settings, options, on_progress=strike, start_stack=False)
+    report = check_run(settings, run_id=summary.run_id)
+    counts = report.counts
+    row = {
+        "fault": fault.name,
+        "in_flight": options.in_flight,
+        "episodes": options.episodes,
+        "started": counts["started"],
+        "ended": counts["ended"],
+        "aborted": counts["aborted"],
+        "lost": counts["lost"],
+        "duplicates_raw": counts["duplicates_raw"],
+        "duplicates_after_dedup": counts["duplicates_after_dedup"],
+        "dead_letters": counts["dead_letters"],
+        "faults": len(fault.struck_ms),
+        "recovery_s": recovery_s(settings, summary.run_id, fault.struck_ms),
+        "violations": [str(v) for v in report.violations][:20],
+    }
+    ROWS.append(row)
+    save_row(settings, row, request.node.name if request is not None else fault.name)
+    return ChaosResult(summary, report, row)
+
+
+def save_row(settings: Settings, row: dict[str, Any], name: str) -> None:
+    """Write (or rewrite, after a test added figures) one row of the fault table."""
+    out = settings.state_dir / "chaos"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name.replace(' ', '-')}.json").write_text(json.dumps(row, indent=2) + "\n")
+
+
+def assert_nothing_lost(result: ChaosResult, episodes: int) -> None:
+    """The battery's bar: every episode started ended, none lost, no conflicting copies, and
+    every invariant of the checker holds."""
+    row = result.row
+    assert result.report.ok, "\n".join(row["violations"])
+    assert row["started"] == episodes and row["ended"] == episodes, row
+    assert row["lost"] == 0 and row["duplicates_after_dedup"] == 0, row

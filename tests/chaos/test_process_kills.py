@@ -1,0 +1,86 @@
+"""Workers SIGKILLed during a run: the loop goes on, and the log keeps every invariant.
+
+Each run keeps 16 episodes in flight with the scripted policy (30% of steps wrong) on the
+practice web; the fault strikes once episodes are mid-flight, by pid, on a child process this
+run started; a killed worker is started again the way a user (or systemd) would.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from infra.local_run import RunOptions
+from tests.chaos.conftest import Fault, assert_nothing_lost, chaos_run
+
+IN_FLIGHT = 16
+EPISODES = 32
+
+
+def _options(tag: str, **extra) -> RunOptions:
+    return RunOptions(
+        episodes=EPISODES,
+        in_flight=IN_FLIGHT,
+        error_rate=0.3,
+        sites=10,
+        seed=3,
+        run_id=f"chaos-{tag}{uuid.uuid4().hex[:6]}",
+        stall_timeout_s=240.0,
+        **extra,
+    )
+
+
+def _restart(children, name: str, marker: str, timeout_s: float = 180.0) -> None:
+    restarted = children[name].restart(f"restarted{len(name)}-{time.monotonic_ns()}")
+    children[name] = restarted  # the run checks its children: the new one from now on
+    restarted.wait_for(marker, timeout_s)
+
+
+def test_a_browser_worker_killed_mid_episode_and_replaced_loses_nothing(run_settings, request):
+    fault = Fault("SIGKILL browser worker mid-episode, new one started")
+
+    def strike(summary, children):
+        if summary.ended >= 4 and not fault.struck_ms:
+            children["browser worker"].kill()
+            fault.mark()
+            _restart(children, "browser worker", "assigned")
+
+    result = chaos_run(run_settings, _options("bw"), fault, strike, request)
+    assert fault.struck_ms
+    assert_nothing_lost(result, EPISODES)
+    # The episodes whose browser died with the worker were aborted with the reason, not lost.
+    assert result.row["aborted"] >= 1, result.row
+
+
+def test_the_stream_processors_killed_three_times_lose_nothing(run_settings, request):
+    fault = Fault("SIGKILL Faust worker x3")
+
+    def strike(summary, children):
+        due = (4, 12, 20)
+        if len(fault.struck_ms) < 3 and summary.ended >= due[len(fault.struck_ms)]:
+            children["stream processors"].kill()
+            fault.mark()
+            _restart(children, "stream processors", "Ready")
+
+    result = chaos_run(run_settings, _options("fa"), fault, strike, request)
+    assert len(fault.struck_ms) == 3
+    assert_nothing_lost(result, EPISODES)
+
+
+def test_a_policy_worker_killed_and_restarted_loses_nothing(run_settings, request):
+    fault = Fault("SIGKILL policy worker, restarted")
+
+    def strike(summary, children):
+        if summary.ended >= 4 and not fault.struck_ms:
+            children["policy worker"].kill()
+            fault.mark()
+            time.sleep(2.0)  # requests pile up unanswered meanwhile
+            _restart(children, "policy worker", "assigned")
+
+    result = chaos_run(run_settings, _options("pw"), fault, strike, request)
+    assert fault.struck_ms
+    assert_nothing_lost(result, EPISODES)
+    # Requests the dead worker had taken were served again by the new one: no step of any
+    # trajectory holds two inferences (the checker's trajectory and step invariants), and none
+    # had to be aborted for want of an answer.
+    assert result.row["aborted"] == 0, result.row
