@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from analytics.errors import AnalyticsError
 from analytics.times import parse_since
 
 
@@ -27,13 +28,17 @@ def dashboard(
     import asyncio
 
     from aiohttp import web
+    from pydantic import ValidationError
     from rich.console import Console
 
     from analytics.dashboard import DashboardState, LogFeeder, build_app
-    from infra.settings import Settings
+    from infra.settings import Settings, SettingsError
 
     since_ms = parse_since(since)
-    settings = Settings()
+    try:
+        settings = Settings()
+    except ValidationError as exc:
+        raise SettingsError(f"invalid WEBGYM_* setting:\n{exc}") from exc
     state = DashboardState()
     feeder = LogFeeder(settings, state, since_ms)
     console = Console()
@@ -42,7 +47,14 @@ def dashboard(
         runner = web.AppRunner(build_app(settings, state))
         await runner.setup()
         site = web.TCPSite(runner, host, port)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            raise AnalyticsError(
+                f"cannot listen on {host}:{port} ({exc.strerror or exc}). Stop what uses the "
+                "port or pick another with --port (0 picks a free one)"
+            ) from None
         bound = runner.addresses[0][1] if runner.addresses else port
         console.print(
             f"dashboard of {settings.topic('*')} on [bold]http://{host}:{bound}/[/] "

@@ -102,24 +102,33 @@ def rescore(
 ) -> Comparison:
     """Score the stored trajectories again into ``trajectories.rescored.<into>``."""
     suffix = output_suffix(into)
+    tail = LogTail(settings, ["trajectories.scored"], since_ms=since_ms)
+    try:
+        originals: dict[str, dict[str, Any]] = {}
+        runs_seen: set[str] = set()
+        for item in tail.read_to_end():
+            record = item.event.record
+            if item.event.event_type != "scored_trajectory":
+                continue
+            runs_seen.add(record["episode_id"].rsplit("-", 1)[0])
+            if run_id and not record["episode_id"].startswith(f"{run_id}-"):
+                continue
+            originals.setdefault(record["episode_id"], record)  # the first score is the one
+    finally:
+        tail.close()
+    if run_id and not originals:
+        # Refused before the new topic is created: a mistyped run id writes nothing.
+        listed = ", ".join(sorted(runs_seen)[-10:]) or "none"
+        raise AnalyticsError(
+            f"--run {run_id!r}: no scored trajectory of that run in "
+            f"{settings.topic('trajectories.scored')}; runs there: {listed}"
+        )
     spec = dataclasses.replace(
         topic_spec("trajectories.scored"), suffix=suffix, what=f"re-scored trajectories ({into})"
     )
     ensure_topic(settings, spec)
     already = {e.record["episode_id"] for e in read_topic(settings, suffix) if e.event_type}
     tasks = {e.record["task_id"]: e.record for e in read_topic(settings, "tasks") if e.event_type}
-    tail = LogTail(settings, ["trajectories.scored"], since_ms=since_ms)
-    try:
-        originals: dict[str, dict[str, Any]] = {}
-        for item in tail.read_to_end():
-            record = item.event.record
-            if item.event.event_type != "scored_trajectory":
-                continue
-            if run_id and not record["episode_id"].startswith(f"{run_id}-"):
-                continue
-            originals.setdefault(record["episode_id"], record)  # the first score is the one
-    finally:
-        tail.close()
     comparison = Comparison(into)
     comparison.skipped = sum(1 for episode in originals if episode in already)
     todo = [record for episode, record in originals.items() if episode not in already]

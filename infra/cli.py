@@ -218,6 +218,13 @@ def run(
     if task_set not in ("practice-web", "miniwob"):
         raise SettingsError(f"--tasks {task_set!r}: choose practice-web or miniwob")
     policy = policy or ("heuristic" if task_set == "miniwob" else "scripted")
+    # Refused here, before anything starts or is published, not by a worker that dies later.
+    _check_policy_choice(policy, model, base_url)
+    if learner_model is not None and not _checkpoint_exists(str(learner_model)):
+        raise SettingsError(
+            f"--learner-model {learner_model}: no such checkpoint directory (nor a model id in "
+            "the local Hugging Face cache); build a small one with `webgym model tiny DIR`"
+        )
     policy_args: list[str] = []
     if model:
         policy_args += ["--model", model]
@@ -292,6 +299,29 @@ def smoke() -> None:
         f"of '{result.title}', Kafka round trip {result.kafka_round_trip_s * 1000:.0f} ms, "
         f"stored at {result.minio_object}"
     )
+
+
+def _check_policy_choice(policy: str, model: str, base_url: str | None) -> None:
+    from agents.policy.main import BACKENDS
+
+    if policy not in BACKENDS:
+        raise SettingsError(f"--policy {policy!r}: choose one of {', '.join(BACKENDS)}")
+    if policy in ("local", "vllm", "openai") and not model:
+        raise SettingsError(f"--policy {policy} needs --model (a checkpoint or served model)")
+    if policy == "openai" and not base_url:
+        raise SettingsError("--policy openai needs --base-url (e.g. http://127.0.0.1:8000/v1)")
+
+
+def _checkpoint_exists(model: str) -> bool:
+    """A checkpoint directory, or a model id whose config is in the local Hugging Face cache."""
+    if Path(model).exists():
+        return True
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        return isinstance(try_to_load_from_cache(model, "config.json"), str)
+    except ValueError:  # not even a valid model id
+        return False
 
 
 def _ratios(text: str) -> dict[str, float]:
@@ -437,8 +467,10 @@ def worker_browser(
     """
     from agents.browser.main import run_browser_worker
     from agents.browser.worker import BrowserWorkerConfig
+    from infra.chromium import launch_options
 
     settings = _settings()
+    launch_options(settings)  # a missing Chromium is refused now, not at the first episode
     config = BrowserWorkerConfig.from_settings(
         settings,
         act_concurrency=concurrency or settings.browser_act_concurrency,
@@ -511,6 +543,15 @@ def worker_policy(
             "run a single policy worker); 0 = asynchronous",
         ),
     ] = 0,
+    infer_timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="seconds a backend call may take; past it each of its requests is answered with "
+            "an error inference, the episode asks again within its parse-error budget, and the "
+            "late reply is dropped (default: WEBGYM_POLICY_INFER_TIMEOUT_S, 90; keep it below "
+            "the episode lease, WEBGYM_EPISODE_LEASE_S)"
+        ),
+    ] = None,
     group: Annotated[str, typer.Option(help="consumer group; one per fleet")] = "webgym-policy",
 ) -> None:
     """Serve inference requests (webgym.ops.infer) with a model and emit inference events.
@@ -520,7 +561,8 @@ def worker_policy(
     batches. Build a tiny test model with `webgym model tiny DIR`; `--backend scripted` solves
     practice-web tasks from their ground truth. `--backend latency-model` is the rollout
     benchmark's policy: scripted steps, each held for a lognormal VLM-like inference time, answering
-    at a drawn step; `--sync-batch 32` steps batches of 32 episodes in lock-step.
+    at a drawn step; `--sync-batch 32` steps batches of 32 episodes in lock-step. A backend call
+    slower than `--infer-timeout` is answered with errors, and the orchestrator asks again.
     """
     from agents.policy.main import (
         BackendOptions,
@@ -531,6 +573,8 @@ def worker_policy(
     from agents.policy.worker import PolicyWorkerConfig
 
     settings = _settings()
+    if infer_timeout is not None and infer_timeout <= 0:
+        raise SettingsError(f"--infer-timeout must be more than 0 seconds, got {infer_timeout:g}")
     options = BackendOptions(
         backend,
         model,
@@ -558,6 +602,7 @@ def worker_policy(
         client_id=f"{group}-{os.getpid()}",
         batch_size=batch_size,
         concurrency=concurrency,
+        infer_timeout_s=infer_timeout,
     )
     run_policy_worker(settings, config, factory)
 
@@ -648,6 +693,11 @@ def learner(
         device=device,
         gradient_checkpointing=gradient_checkpointing,
     )
+    if not _checkpoint_exists(model):
+        raise SettingsError(
+            f"--model {model}: no such checkpoint directory (nor a model id in the local Hugging "
+            "Face cache); build a small one with `webgym model tiny DIR`"
+        )
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -686,8 +736,21 @@ def policy_versions(
     client = build_minio(settings)
     latest = latest_announced(settings, policy_name)
     serving = latest["policy_version"] if latest else 0
+    stored = stored_versions(client, settings, policy_name)
+    if latest is None and not stored:
+        known = sorted(
+            item.object_name.split("/")[1]
+            for item in client.list_objects(settings.policies_bucket, prefix="policies/")
+            if item.is_dir
+        )
+        raise WeightsRejected(
+            f"no policy named {policy_name!r}: no version of it is stored in "
+            f"{settings.policies_bucket} or announced on {settings.topic('policy.versions')}. "
+            f"Stored policies: {', '.join(known) or 'none'}; pick one with --policy-name, or "
+            "train one with `webgym learner`"
+        )
     table = Table("version", "samples seen", "optimiser steps", "last loss", "origin", "files")
-    for version in stored_versions(client, settings, policy_name):
+    for version in stored:
         try:
             manifest = read_manifest(client, settings, policy_name, version)
         except WeightsRejected:
@@ -776,6 +839,7 @@ def bench_rollout(
 
 
 @model_app.command("tiny")
+@user_errors
 def model_tiny(
     out: Annotated[Path, typer.Argument(help="directory to write the checkpoint to")],
     seed: Annotated[int, typer.Option(help="weights and tokenizer seed")] = 0,
@@ -783,6 +847,8 @@ def model_tiny(
     """Build a tiny randomly initialised Qwen-VL checkpoint offline (for tests and smoke runs)."""
     from agents.policy.tiny_model import build_tiny_vl_model
 
+    if out.exists() and not out.is_dir():
+        raise SettingsError(f"{out} is a file, not a directory; give a directory to write to")
     path = build_tiny_vl_model(out, seed=seed)
     console.print(f"tiny Qwen-VL checkpoint written to {path}")
 

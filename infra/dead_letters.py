@@ -22,6 +22,13 @@ HEADER_ERROR = "webgym.error.message"
 MAX_ERROR_CHARS = 2000
 
 
+class OutOfOrderStep(ValueError):
+    """A well-formed event whose step its consumer can tell was never asked for: far ahead of
+    the episode, or behind it and not the event applied for that step. A poison record like one
+    that does not decode (``schemas.serde.EventDecodeError``); a re-delivered copy of an event
+    already applied is not one (consumers drop it by its ``event_id``)."""
+
+
 def dead_letter_event_id(topic: str, partition: int, offset: int) -> str:
     """Deterministic: routing the same record twice yields the same event id."""
     return f"dlq:{topic}:{partition}:{offset}"

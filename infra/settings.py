@@ -80,6 +80,15 @@ class Settings(BaseSettings):
         False, description="let agents open loopback, private and link-local addresses"
     )
 
+    # Policy workers
+    policy_infer_timeout_s: float = Field(
+        90.0,
+        gt=0,
+        description="seconds a policy backend call may take; past it each of its requests gets "
+        "an error inference (the episode asks again, within parse_error_budget) and the late "
+        "reply is dropped. Keep it below episode_lease_s, or the lease aborts first",
+    )
+
     # Stream processors (the Faust app in streams/)
     horizons: dict[str, int] = Field(
         {"easy": 10, "medium": 20, "hard": 30},

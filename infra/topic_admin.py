@@ -137,7 +137,8 @@ def describe_topics(
             if exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
                 raise TopicMissing(
                     f"topic {resource.name} does not exist on {settings.bootstrap_servers}; "
-                    "create the table's topics with `webgym topics create`"
+                    "`webgym topics list` shows the table's topics and which exist, "
+                    "`webgym topics create` creates the missing ones"
                 ) from exc
             raise
         described[resource.name] = {key: entry.value for key, entry in entries.items()}

@@ -7,7 +7,8 @@ produced record (outputs and table changelogs) before it commits input offsets; 
 idempotent on ``event_id`` and re-sends the outputs of the last input it applied when that input
 comes again (see ``streams.orchestrator``), so a worker killed at any point loses no episode, and
 downstream consumers drop the duplicates by their deterministic ids. Poison records go to
-``webgym.dlq`` with their source coordinates; the stream moves on.
+``webgym.dlq`` with their source coordinates; the stream moves on. So do well-formed events the
+orchestrator finds out of order (error class ``OutOfOrderStep``): they change no episode.
 
 Agents (one per input stream; ``WEBGYM_STREAMS_AGENTS`` picks a subset, e.g. ``judge``; the
 workers of one deployment must all run the same subset, which names the consumer group):
@@ -34,7 +35,7 @@ import faust
 from aiokafka.partitioner import DefaultPartitioner
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
-from infra.dead_letters import dead_letter
+from infra.dead_letters import OutOfOrderStep, dead_letter
 from infra.settings import Settings
 from infra.topics import LARGE_MESSAGE_BYTES, MIB, TOPICS
 from schemas.serde import EventDecodeError, default_catalog
@@ -174,24 +175,28 @@ class Streams:
 
     async def decode(self, event: faust.types.EventT, expected: str) -> dict[str, Any] | None:
         """The event's record, or None after routing a poison record to the dead-letter topic."""
-        message = event.message
         try:
-            return self.schemas.decode(message.value, expected).record
+            return self.schemas.decode(event.message.value, expected).record
         except EventDecodeError as error:
-            record, headers = dead_letter(
-                message.topic, message.partition, message.offset, message.key, message.value, error
-            )
-            log.warning(
-                "poison record %s[%d]@%d -> dlq: %s",
-                message.topic,
-                message.partition,
-                message.offset,
-                error,
-            )
-            await self.topics["dlq"].send(
-                key=message.key, value=self.schemas.encode("dead_letter", record), headers=headers
-            )
+            await self.dead_letter(event, error)
             return None
+
+    async def dead_letter(self, event: faust.types.EventT, error: Exception) -> None:
+        """Route the event's record to the dead-letter topic (queued like any output)."""
+        message = event.message
+        record, headers = dead_letter(
+            message.topic, message.partition, message.offset, message.key, message.value, error
+        )
+        log.warning(
+            "poison record %s[%d]@%d -> dlq: %s",
+            message.topic,
+            message.partition,
+            message.offset,
+            error,
+        )
+        await self.topics["dlq"].send(
+            key=message.key, value=self.schemas.encode("dead_letter", record), headers=headers
+        )
 
     async def send(self, outputs: list[Output]) -> None:
         """Queue the outputs; Faust flushes them before it commits any input offset."""
@@ -223,8 +228,16 @@ class Streams:
         else:
             self.episodes[episode_id.encode()] = state
 
-    async def apply(self, episode_id: str, transition: Transition) -> None:
-        """Write the new row (if any), then send the outputs (Faust flushes both before commit)."""
+    async def apply(
+        self, episode_id: str, transition: Transition, event: faust.types.EventT | None = None
+    ) -> None:
+        """Write the new row (if any), then send the outputs (Faust flushes both before commit);
+        an input the rules rejected (``event``) goes to the dead-letter topic instead."""
+        if transition.rejected is not None:
+            if event is None:
+                raise ValueError(f"episode {episode_id}: a rejected input needs its event")
+            await self.dead_letter(event, OutOfOrderStep(transition.rejected))
+            return
         if transition.changed and transition.state is not None:
             self.set_row(episode_id, transition.state)
         await self.send(transition.outputs)

@@ -20,6 +20,12 @@ Guarantees the stream processor builds on:
   the new state while the outputs were lost, and re-sending them is the repair.
 - One end per episode: once ended, every input is ignored; the end emits exactly one terminal
   ``episode`` event, one trajectory and one ``curriculum`` notice for the sampler.
+- Out of order is poison: an observation or inference whose step the episode never asked for
+  (beyond its horizon, more than ``STEPS_AHEAD_TOLERATED`` ahead of its step, or behind it and not
+  the event applied for that step) comes back ``rejected`` and the stream processor dead-letters
+  it; the episode does not change. A record a little ahead is only ignored, as stale: a row
+  restored after a crash may lag the outputs it had already sent, and their answers come early.
+  A failure observation is always taken (it aborts the episode), whatever its step.
 """
 
 from __future__ import annotations
@@ -31,9 +37,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from agents.policy.context import Current, Step, build_context
+from agents.policy.parser import BACKEND_ERROR
 from streams.trajectories import assemble, next_observation
 
 APPLIED_MEMORY = 200  # input event ids remembered per episode (an episode has ~3 per step)
+STEPS_AHEAD_TOLERATED = 2  # further ahead of the episode's step, an answer is out of order
 
 
 @dataclass(frozen=True)
@@ -80,10 +88,15 @@ class Transition:
     state: dict[str, Any] | None
     outputs: list[Output] = field(default_factory=list)
     changed: bool = True  # False: nothing to write to the table
+    rejected: str | None = None  # why the input is poison (out of order): dead-letter it
 
     @classmethod
     def unchanged(cls, state: dict[str, Any] | None) -> Transition:
         return cls(state, [], False)
+
+    @classmethod
+    def reject(cls, state: dict[str, Any], reason: str) -> Transition:
+        return cls(state, [], False, reason)
 
 
 def screenshot_digest(screenshot: bytes) -> str:
@@ -139,7 +152,12 @@ def on_observation(
     if state is None:
         return Transition.unchanged(None)  # not ours (yet): an episode this table never opened
     event_id = observation["event_id"]
-    if event_id in state["applied"] or state["end"] is not None:
+    if event_id in state["applied"]:
+        return _duplicate(state, event_id)
+    wrong = _observation_out_of_order(state, observation)
+    if wrong is not None:
+        return Transition.reject(state, wrong)
+    if state["end"] is not None:
         return _duplicate(state, event_id)
     if observation.get("failure"):
         # Whatever we wait for, the browser holding this episode is gone (a revoked partition
@@ -180,7 +198,12 @@ def on_inference(
     if state is None:
         return Transition.unchanged(None)
     event_id = inference["event_id"]
-    if event_id in state["applied"] or state["end"] is not None:
+    if event_id in state["applied"]:
+        return _duplicate(state, event_id)
+    wrong = _inference_out_of_order(state, inference)
+    if wrong is not None:
+        return Transition.reject(state, wrong)
+    if state["end"] is not None:
         return _duplicate(state, event_id)
     step = len(state["history"]) + 1
     if state["status"] != "thinking" or inference["step"] != step:
@@ -211,8 +234,12 @@ def on_inference(
     if action is None:
         state["parse_errors"] += 1
         if state["parse_errors"] > state["parse_error_budget"]:
-            reason = f"parse errors: {state['parse_errors']} unparseable replies"
-            return _end(state, event_id, "finished", reason, None, now_ms)
+            last = (inference.get("parse_error") or "no action")[:200]
+            reason = f"parse errors: {state['parse_errors']} unparseable replies (last: {last})"
+            # The model's own bad replies finish the episode (a failure to learn from); a backend
+            # that kept failing or timing out gave no reply at all: aborted.
+            kind = "aborted" if last.startswith(BACKEND_ERROR) else "finished"
+            return _end(state, event_id, kind, reason, None, now_ms)
         if step >= state["horizon"]:
             return _end(state, event_id, "finished", "horizon", None, now_ms)
         return _ask_policy(state, event_id, now_ms)  # same screen, the error shown in the context
@@ -332,6 +359,63 @@ def _duplicate(state: dict[str, Any], event_id: str) -> Transition:
     if state["applied"] and state["applied"][-1] == event_id:
         return Transition(state, resend(state), changed=False)
     return Transition.unchanged(state)
+
+
+def _observation_out_of_order(state: dict[str, Any], observation: dict[str, Any]) -> str | None:
+    """Why ``observation`` answers no operation the episode issued or will issue, or None.
+
+    Operations go out at step 0 (navigate) and at act steps below the horizon, one at a time, and
+    the episode's step is that of its last operation or request. A failure observation is never
+    out of order: whatever step it names, the browser side lost the episode.
+    """
+    if observation.get("failure"):
+        return None
+    step, at, horizon = observation["step"], state["step"], state["horizon"]
+    if step < 0 or step > horizon or step > at + STEPS_AHEAD_TOLERATED:
+        return (
+            f"out-of-order observation: step {step}, but episode {state['episode_id']} is at "
+            f"step {at} (horizon {horizon}); no operation of that step was issued"
+        )
+    if step < at and not _seen(state, observation["event_id"]):
+        return (
+            f"out-of-order observation: step {step} is behind episode {state['episode_id']} "
+            f"(at step {at}) and is not the observation it applied for that step"
+        )
+    return None
+
+
+def _inference_out_of_order(state: dict[str, Any], inference: dict[str, Any]) -> str | None:
+    """Why ``inference`` answers no request the episode issued or will issue, or None.
+
+    Requests are numbered 1, 2, 3... up to the horizon, the next one only once the inference of
+    the last was applied; an applied inference is kept in the history under its step.
+    """
+    step, horizon = inference["step"], state["horizon"]
+    expected = len(state["history"]) + 1
+    if step < 1 or step > horizon or step > expected + STEPS_AHEAD_TOLERATED:
+        return (
+            f"out-of-order inference: step {step}, but episode {state['episode_id']} awaits "
+            f"step {expected} (horizon {horizon}); no request of that step was issued"
+        )
+    if (
+        step < expected
+        and state["history"][step - 1]["inference_event_id"] != inference["event_id"]
+    ):
+        return (
+            f"out-of-order inference: step {step} is behind episode {state['episode_id']} "
+            f"(awaiting step {expected}) and is not the inference it applied for that step"
+        )
+    return None
+
+
+def _seen(state: dict[str, Any], observation_event_id: str) -> bool:
+    """Whether the episode applied this observation (the applied ids are a bounded window)."""
+    if observation_event_id in state["applied"]:
+        return True
+    current = state.get("current") or {}
+    return current.get("event_id") == observation_event_id or any(
+        h["observation"]["event_id"] == observation_event_id for h in state["history"]
+    )
 
 
 def _emit(state: dict[str, Any], event_id: str, outputs: list[Output]) -> Transition:

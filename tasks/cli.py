@@ -83,7 +83,8 @@ def load(file: TaskFile, strict: Strict = False) -> None:
     Only tasks that are new, or differ from the version on the topic, are produced: loading the
     same file again changes nothing. Tasks on the topic that the file lacks stay. Bad lines are
     listed (file:line, field, message) and skipped; with --strict nothing is published while any
-    line is bad. Needs the local stack and its topics: run `webgym up` first.
+    line is bad, and a file without one valid task is an error. Needs the local stack and its
+    topics: run `webgym up` first.
     """
     from tasks.publish import publish_tasks  # Kafka clients: only for the commands that need them
 
@@ -97,6 +98,15 @@ def load(file: TaskFile, strict: Strict = False) -> None:
             "drop --strict to publish the good lines."
         )
         raise typer.Exit(1)
+    if not result.tasks:
+        what = (
+            f"none of its {_lines(result.rows)} is a valid task (listed above)"
+            if result.rows
+            else "it holds no task"
+        )
+        raise TaskFileError(
+            f"{file}: {what}, so nothing was published. Fix the file and load it again."
+        )
     with _bar(MofNCompleteColumn()) as progress:
         bar = progress.add_task("publishing", total=None)
         counts = publish_tasks(

@@ -8,6 +8,7 @@ raises :class:`EpisodeFailure`, which ends only this episode (aborted, with the 
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from playwright.async_api import (
     Browser,
     BrowserContext,
+    CDPSession,
     Dialog,
     Download,
     Frame,
@@ -35,10 +37,11 @@ from agents.browser.page_script import (
     SETTLED,
     SETUPS,
 )
-from agents.browser.url_policy import UrlPolicy
+from agents.browser.url_policy import UrlPolicy, host_of
 
 SCREENSHOT_TIMEOUT_MS = 15_000
 SCREENSHOT_ATTEMPTS = 3
+RESOLVE_TIMEOUT_S = 5.0  # a host name's look-up before its first request (url_policy)
 
 
 class EpisodeFailure(Exception):
@@ -96,6 +99,8 @@ class EpisodeSession:
         self._navigations = 0
         self._action_mark: int | None = None
         self._action_timeout_ms = 10_000
+        self._resolved: dict[str, str | None] = {}  # host name -> refusal (None: public)
+        self._breach: str | None = None  # a refused redirect hop that was not stopped in time
         page.on("crash", self._on_crash)
         page.on("request", self._on_request)
         page.on("framenavigated", self._on_frame_navigated)
@@ -118,6 +123,7 @@ class EpisodeSession:
             page = await context.new_page()
             session = cls(episode_id, context, page, policy, viewport, jpeg_quality)
             await context.route("**/*", session._guard)
+            await session._guard_redirects()
         except BaseException:
             await context.close()
             raise
@@ -127,7 +133,7 @@ class EpisodeSession:
 
     async def navigate(self, url: str, timeout_ms: int) -> str | None:
         """Open ``url``; a refused URL is an action error, a hang or crash an EpisodeFailure."""
-        refusal = self.policy.refusal(url)
+        refusal = await self.refusal(url)
         if refusal:
             return refusal
         try:
@@ -206,7 +212,11 @@ class EpisodeSession:
             marks = self._marks
             title = self._title if self._title is not None else await self.page.title()
             signals = await self.page.evaluate(PAGE_SIGNALS)
-        except (PlaywrightError, PlaywrightTimeout) as exc:
+        except PlaywrightTimeout as exc:
+            # A renderer that hangs (chrome://hang, a script in an endless loop) stops here.
+            self._raise_if_gone(exc)
+            raise EpisodeFailure(f"page stopped answering: {_short(exc)}") from exc
+        except PlaywrightError as exc:
             self._raise_if_gone(exc)
             raise EpisodeFailure(f"screenshot failed: {_short(exc)}") from exc
         return Snapshot(
@@ -225,6 +235,7 @@ class EpisodeSession:
     async def _capture(
         self, set_of_marks: bool, screenshot_format: str, timings: dict[str, float]
     ) -> bytes:
+        await self._close_breach()
         self._marks = None
         if set_of_marks:
             started = time.perf_counter()
@@ -259,6 +270,31 @@ class EpisodeSession:
             await self.context.close()
         except PlaywrightError:
             pass  # the browser died with it; nothing is left to close
+
+    # -- the URL policy ------------------------------------------------------------------------
+
+    async def refusal(self, url: str) -> str | None:
+        """Why the episode may not open ``url`` (the policy, and where its host name points)."""
+        return self.policy.refusal(url) or await self._resolved_refusal(url)
+
+    async def _resolved_refusal(self, url: str) -> str | None:
+        """Refusal for a host name that resolves to a private address; looked up once per
+        episode. A name that does not resolve (in time) is refused too: it cannot be checked."""
+        host = self.policy.host_to_resolve(url)
+        if host is None:
+            return None
+        if host not in self._resolved:
+            loop = asyncio.get_running_loop()
+            try:
+                found = await asyncio.wait_for(
+                    loop.getaddrinfo(host, None, type=socket.SOCK_STREAM), RESOLVE_TIMEOUT_S
+                )
+                refusal = self.policy.resolved_refusal(host, [info[4][0] for info in found])
+            except (OSError, TimeoutError) as exc:
+                reason = _short(exc) if isinstance(exc, OSError) else "timed out"
+                refusal = f"URL refused: '{host}' cannot be resolved to check it ({reason})"
+            self._resolved[host] = refusal
+        return self._resolved[host]
 
     # -- settling -----------------------------------------------------------------------------
 
@@ -315,6 +351,18 @@ class EpisodeSession:
     def _on_request(self, request: Request) -> None:
         if request.is_navigation_request() and request.frame == self.page.main_frame:
             self._navigations += 1
+        if request.redirected_from is not None:
+            # A hop _on_paused refuses never shows up here; one that does went out (an
+            # out-of-process frame's, which our DevTools session does not see): too late to
+            # stop, so the page is closed before anything of it is observed.
+            check = (
+                self.policy.refusal
+                if request.is_navigation_request()
+                else self.policy.private_refusal
+            )
+            refusal = check(request.url) or self._resolved.get(host_of(request.url))
+            if refusal:
+                self._breach = refusal
 
     def _on_frame_navigated(self, frame: Frame) -> None:
         if frame == self.page.main_frame:
@@ -341,7 +389,7 @@ class EpisodeSession:
         url = popup.url
         await popup.close()
         await self.page.bring_to_front()  # a hidden page would stall its screenshots
-        refusal = self.policy.refusal(url)
+        refusal = await self.refusal(url)
         if refusal:
             self._notes.append(f"a new tab was blocked: {refusal}")
             return
@@ -351,17 +399,62 @@ class EpisodeSession:
         except PlaywrightError:
             self._notes.append(f"the new tab's page did not load: {url}")
 
+    async def _guard_redirects(self) -> None:
+        """Police the hops of redirects, which Playwright's route never sees (it lets them
+        through, so a page of an allowed host could send the browser to a private address).
+
+        A DevTools session of our own pauses every request of the page as well; a redirect hop
+        the policy refuses fails as blocked (the refusal becomes a note of the action), anything
+        else goes on at once and the route decides as before.
+        """
+        cdp = await self.context.new_cdp_session(self.page)
+        cdp.on(
+            "Fetch.requestPaused", lambda event: asyncio.ensure_future(self._on_paused(cdp, event))
+        )
+        await cdp.send(
+            "Fetch.enable", {"patterns": [{"urlPattern": "*", "requestStage": "Request"}]}
+        )
+
+    async def _on_paused(self, cdp: CDPSession, event: dict[str, Any]) -> None:
+        refusal = None
+        if event.get("redirectedRequestId"):
+            url = event["request"]["url"]
+            if event.get("resourceType") == "Document":
+                refusal = await self.refusal(url)
+            else:
+                refusal = self.policy.private_refusal(url) or await self._resolved_refusal(url)
+        try:
+            if refusal:
+                self._notes.append(f"a redirect was refused: {refusal}")
+                await cdp.send(
+                    "Fetch.failRequest",
+                    {"requestId": event["requestId"], "errorReason": "BlockedByClient"},
+                )
+            else:
+                await cdp.send("Fetch.continueRequest", {"requestId": event["requestId"]})
+        except PlaywrightError:
+            pass  # the request, its page or the browser is gone: nothing to decide any more
+
+    async def _close_breach(self) -> None:
+        """Leave a page a refused redirect reached (see _on_request) for a blank one."""
+        if self._breach is None:
+            return
+        self._notes.append(f"a redirect was refused, its page closed: {self._breach}")
+        self._breach = None
+        await self.page.goto("about:blank", timeout=SCREENSHOT_TIMEOUT_MS)
+        await self._read_state()
+
     async def _guard(self, route: Route) -> None:
         """Refuse navigations the policy forbids (links, forms, scripts alike), and any request
         of the page to a private address."""
         request = route.request
         if request.is_navigation_request():
-            refusal = self.policy.refusal(request.url)
+            refusal = await self.refusal(request.url)
             if refusal:
                 self._notes.append(refusal)
                 await route.abort("blockedbyclient")
                 return
-        elif self.policy.private_refusal(request.url):
+        elif self.policy.private_refusal(request.url) or await self._resolved_refusal(request.url):
             await route.abort("blockedbyclient")
             return
         await route.continue_()

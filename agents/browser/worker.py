@@ -30,6 +30,14 @@ episode is waiting for (and is never dropped as a duplicate of one already deliv
   partition's next owner gets that operation (redelivered: its offset was not committed) or the
   next one, does not hold the episode and, unless the orchestrator's aborted event reached it
   first, reports ``browser context lost`` under the same event id, which idempotent consumers drop.
+
+Out-of-order operations are poison (dead-lettered with error class ``OutOfOrderStep``, never
+run on a page): the orchestrator navigates once, at step 0, then sends act ops of rising steps,
+each at most ``1 + parse_error_budget`` after the one before (an unparseable reply asks the
+policy again without acting) and a re-sent copy repeats a step. So a navigate op at another step,
+and an act op behind the last one this worker took for its episode or further ahead than that,
+cannot come from it. An episode whose operations this worker has not seen since its partition
+was assigned has no reference; its operations go through.
 """
 
 from __future__ import annotations
@@ -54,7 +62,7 @@ from agents.browser.session import (
 )
 from agents.browser.url_policy import UrlPolicy
 from infra.consumer import build_consumer
-from infra.dead_letters import DeadLetterRouter
+from infra.dead_letters import DeadLetterRouter, OutOfOrderStep
 from infra.offsets import OffsetTracker
 from infra.producer import EventProducer, now_ms
 from infra.settings import Settings
@@ -127,6 +135,8 @@ class BrowserWorker:
         }
         self.held: dict[str, HeldEpisode] = {}
         self.terminal: OrderedDict[str, None] = OrderedDict()
+        # episode -> (step of the last operation taken, its partition): the order reference
+        self.last_taken: OrderedDict[str, tuple[int, int]] = OrderedDict()
         self.offsets = OffsetTracker()
         self.stats = {"observations": 0, "failures": 0, "dead_letters": 0}
         self._queues: dict[str, asyncio.Queue[Operation]] = {}
@@ -276,6 +286,11 @@ class BrowserWorker:
         except EventDecodeError as exc:
             self._dead_letter(message, exc, tp, offset)
             return
+        if kind != "episodes":
+            wrong = self._out_of_order(kind, record, tp[1])
+            if wrong is not None:
+                self._dead_letter(message, OutOfOrderStep(wrong), tp, offset)
+                return
         if kind == "episodes":
             # Terminal events come from the orchestrator (an aborted one often answers our own
             # failure observation): the episode is over here too, its context can go.
@@ -290,6 +305,26 @@ class BrowserWorker:
             self._queue_partition[episode_id] = tp[1]
             self._runners[episode_id] = asyncio.ensure_future(self._run_episode(episode_id, queue))
         queue.put_nowait(Operation(kind, record, tp, offset, now_ms(), time.monotonic()))
+
+    def _out_of_order(self, kind: str, record: dict[str, Any], partition: int) -> str | None:
+        """Why an operation cannot come from the orchestrator in this order (see the module
+        docstring), or None; an operation that is in order becomes the episode's reference."""
+        episode_id, step = record["episode_id"], record["step"]
+        if kind == "navigate" and step != 0:
+            return f"out-of-order navigate op: step {step}; an episode navigates only at step 0"
+        last = self.last_taken.get(episode_id)
+        if kind == "act" and last is not None:
+            most = last[0] + 1 + self.settings.parse_error_budget
+            if step < last[0] or step > most:
+                return (
+                    f"out-of-order act op: step {step}, but the last operation of episode "
+                    f"{episode_id} was at step {last[0]} (the next is at most step {most})"
+                )
+        self.last_taken[episode_id] = (max(step, last[0] if last else step), partition)
+        self.last_taken.move_to_end(episode_id)
+        if len(self.last_taken) > TERMINAL_MEMORY:
+            self.last_taken.popitem(last=False)
+        return None
 
     def _dead_letter(
         self, message: Message, error: BaseException, tp: tuple[str, int], offset: int
@@ -518,6 +553,9 @@ class BrowserWorker:
         progress, else at the next step (``held.step + 1``): the step of the observation it now
         waits for, never one already delivered. Returns once they are flushed (30 s at most).
         """
+        for episode_id, (_, partition) in list(self.last_taken.items()):
+            if partition in partitions:  # its next operations may come after another's
+                del self.last_taken[episode_id]
         cancelled = []
         for episode_id, partition in list(self._queue_partition.items()):
             if partition in partitions:

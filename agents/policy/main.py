@@ -69,6 +69,8 @@ def backend_factory(options: BackendOptions) -> BackendFactory:
 
         heuristic = HeuristicBackend()
         return lambda weights: heuristic
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     if not model:
         raise ValueError("--model is required: a checkpoint directory or a served model name")
     if backend == "vllm":
@@ -148,7 +150,14 @@ def run_policy_worker(
     worker = PolicyWorker(settings, config, factory)
     console.print(
         f"policy worker ({config.backend_name}, policy {config.policy_name}) in group "
-        f"[bold]{config.group_id}[/] on {settings.bootstrap_servers}. Ctrl-C to stop."
+        f"[bold]{config.group_id}[/] on {settings.bootstrap_servers}, backend calls limited to "
+        f"{worker.infer_timeout_s:g} s. Ctrl-C to stop."
     )
+    if worker.infer_timeout_s >= settings.episode_lease_s:
+        console.print(
+            f"[yellow]--infer-timeout {worker.infer_timeout_s:g} s is not below the episode lease "
+            f"({settings.episode_lease_s:g} s): a slow call aborts its episode before it can be "
+            "asked again. Lower --infer-timeout or raise WEBGYM_EPISODE_LEASE_S.[/]"
+        )
     worker.run(stop)
     console.print(f"stopped: {worker.stats}")

@@ -41,6 +41,9 @@ _THOUGHT = re.compile(_FIELD.format(name="Thought"), re.DOTALL | re.MULTILINE)
 _ACTION = re.compile(_FIELD.format(name="Action"), re.DOTALL | re.MULTILINE)
 _MEMORY = re.compile(_FIELD.format(name="Memory"), re.DOTALL | re.MULTILINE)
 MAX_WAIT_S = 10.0
+# The parse error of an inference the model never gave (the backend failed or timed out): the
+# orchestrator aborts an episode whose parse-error budget ran out on one of these.
+BACKEND_ERROR = "backend error: "
 DIRECTIONS = ("up", "down", "left", "right")
 
 

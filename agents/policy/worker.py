@@ -14,6 +14,20 @@ Every event names the policy version that produced it. A separate reader follows
 (sha256 of the manifest and of every file) and swapped in between batches; a version that fails
 verification is refused with a logged error and the current one keeps serving.
 
+A backend call gets ``infer_timeout_s`` (``policy_infer_timeout_s``). A failing call, or one
+with no answer in time, is answered with one error inference per request (``backend error:
+...``), so the orchestrator asks again within the episode's parse-error budget instead of
+waiting for the lease. Exactly one inference is emitted per delivery of a request: a timed-out
+call's reply, if it ever comes, is dropped. The call runs on its own daemon thread; a timed-out
+call is *abandoned*: its cancel event is set (a backend with ``cancellable = True`` takes
+``generate(requests, cancelled=event)`` and returns at once; the latency-model backend does),
+otherwise its thread runs until the backend returns (threads cannot be killed) and then ends.
+An abandoned call keeps its serving slot until it returns, so the backend never has more than
+``concurrency`` calls at once (vLLM's engine, for one, must not be called from two threads) and
+abandoned threads cannot pile up; other slots keep serving meanwhile. A backend that never
+returns ends up holding every slot: the worker logs a warning, episodes wait up to their lease,
+and the worker needs a restart.
+
 Known limit: after a restart, a redelivered request whose screenshot was consumed (and committed)
 before the crash gets an error inference (``observation ... not available``).
 """
@@ -35,7 +49,7 @@ from typing import Any, Protocol
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
 
 from agents.policy.backends import ChatRequest, Generation
-from agents.policy.parser import ParsedReply, parse_reply
+from agents.policy.parser import BACKEND_ERROR, ParsedReply, parse_reply
 from infra.consumer import build_consumer, drain
 from infra.dead_letters import DeadLetterRouter
 from infra.objects import build_minio
@@ -52,6 +66,10 @@ CACHE_IMAGES = 2048
 
 
 class Backend(Protocol):
+    """``generate`` answers every request, in order. A backend whose class sets
+    ``cancellable = True`` takes ``generate(requests, cancelled=event)`` and returns soon after
+    the event is set (its replies are then dropped)."""
+
     def generate(self, requests: list[ChatRequest]) -> list[Generation]: ...
 
 
@@ -67,6 +85,7 @@ class PolicyWorkerConfig:
     batch_size: int = 8
     concurrency: int = 1  # batches in flight at once
     image_wait_s: float = 10.0
+    infer_timeout_s: float | None = None  # a backend call's limit; None: the settings' value
 
 
 @dataclass
@@ -81,6 +100,59 @@ class Pending:
 class ServingVersion:
     backend: Backend
     version: int  # 0 = the base model, before any published version
+
+
+class InferTimeout(Exception):
+    """A backend call gave no answer within the worker's inference timeout."""
+
+    def __init__(self, timeout_s: float):
+        super().__init__(f"no answer within {timeout_s:g} s")
+
+
+class BackendCall:
+    """One ``backend.generate`` on its own daemon thread, so that its caller can stop waiting.
+
+    :meth:`result` waits up to a timeout; past it, the call is cancelled (for a cancellable
+    backend) and whatever it returns later is never read. ``on_return`` runs on the call's
+    thread once the backend has returned or raised.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        requests: list[ChatRequest],
+        on_return: Callable[[BackendCall], None] = lambda call: None,
+    ):
+        self.cancelled = threading.Event()
+        self.returned = threading.Event()
+        self._generations: list[Generation] = []
+        self._error: BaseException | None = None
+        self._on_return = on_return
+        self._thread = threading.Thread(
+            target=self._call, args=(backend, requests), name="backend-call", daemon=True
+        )
+        self._thread.start()
+
+    def _call(self, backend: Backend, requests: list[ChatRequest]) -> None:
+        try:
+            if getattr(backend, "cancellable", False):
+                self._generations = backend.generate(requests, cancelled=self.cancelled)
+            else:
+                self._generations = backend.generate(requests)
+        except BaseException as exc:  # noqa: BLE001 - raised to the caller by result()
+            self._error = exc
+        finally:
+            self.returned.set()
+            self._on_return(self)
+
+    def result(self, timeout_s: float) -> list[Generation]:
+        """The generations, or the backend's error; :class:`InferTimeout` past ``timeout_s``."""
+        if not self.returned.wait(timeout_s):
+            self.cancelled.set()
+            raise InferTimeout(timeout_s)
+        if self._error is not None:
+            raise self._error
+        return self._generations
 
 
 class ImageCache:
@@ -134,11 +206,21 @@ class PolicyWorker:
         }
         self.images = ImageCache()
         self.offsets = OffsetTracker()
-        self.stats = {"inferences": 0, "parse_errors": 0, "versions_refused": 0}
+        self.infer_timeout_s = config.infer_timeout_s or settings.policy_infer_timeout_s
+        self.stats = {
+            "inferences": 0,
+            "parse_errors": 0,
+            "versions_refused": 0,
+            "timeouts": 0,  # backend calls answered with errors after infer_timeout_s
+            "late_replies_dropped": 0,  # timed-out calls that returned afterwards
+        }
         self.serving = ServingVersion(backend_factory(None), 0)
         self._serving_lock = threading.Lock()
         self._finished: queue.SimpleQueue[tuple[tuple[str, int], int]] = queue.SimpleQueue()
         self._fatal: BaseException | None = None
+        self._abandoned: set[BackendCall] = set()  # timed out, still running: slots held
+        self._abandoned_lock = threading.Lock()
+        self._blocked_warned = 0.0
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -170,8 +252,11 @@ class PolicyWorker:
                 while not stop.is_set() and self._fatal is None:
                     for message in drain(consumer, 64, 0.05):
                         self._accept(message, pending)
+                    for future in [f for f in in_flight if f.done()]:
+                        if future.exception() is not None:  # a bug past the backend: crash loudly
+                            self._fatal = future.exception()
                     in_flight = [f for f in in_flight if not f.done()]
-                    while pending and len(in_flight) < self.config.concurrency:
+                    while pending and self._slot_free(len(in_flight)):
                         batch = self._take_ready(pending)
                         if not batch:
                             break
@@ -188,6 +273,23 @@ class PolicyWorker:
                 follower.join(timeout=5)
         if self._fatal is not None:
             raise self._fatal
+
+    def _slot_free(self, serving: int) -> bool:
+        """May another backend call start? A timed-out call keeps its slot until it returns."""
+        with self._abandoned_lock:
+            abandoned = len(self._abandoned)
+        if serving + abandoned < self.config.concurrency:
+            return True
+        if abandoned and time.monotonic() - self._blocked_warned > 30:
+            self._blocked_warned = time.monotonic()
+            log.warning(
+                "%d of %d serving slots are held by backend calls past their %g s timeout; they "
+                "free when the backend returns (one that never returns needs a worker restart)",
+                abandoned,
+                self.config.concurrency,
+                self.infer_timeout_s,
+            )
+        return False
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         log.info("assigned %s", sorted({tp.partition for tp in partitions}))
@@ -234,35 +336,62 @@ class PolicyWorker:
     # -- serving --------------------------------------------------------------------------------
 
     def _serve(self, batch: list[Pending]) -> None:
-        """Answer one batch; a failing backend answers it with error inferences, never stalls."""
+        """Answer one batch, exactly one inference per request: a failing or timed-out backend
+        call answers it with error inferences, never stalls."""
         with self._serving_lock:
             serving = self.serving  # the version in force when the batch starts
         answerable = []
+        for item in batch:
+            absent = [i for i in item.record["observation_event_ids"] if self.images.get(i) is None]
+            if absent:
+                error = f"observation {absent[0]} not available to the policy worker"
+                self._emit(item, None, serving, error)
+            else:
+                answerable.append(item)
+        if not answerable:
+            return
+        generations: list[Generation | None] = [None] * len(answerable)
+        error = None
         try:
-            for item in batch:
-                ids = item.record["observation_event_ids"]
-                absent = [i for i in ids if self.images.get(i) is None]
-                if absent:
-                    error = f"observation {absent[0]} not available to the policy worker"
-                    self._emit(item, None, serving, error)
-                else:
-                    answerable.append((item, absent))
-            if not answerable:
-                return
             requests = [
                 ChatRequest(
                     resolve_images(json.loads(item.record["messages_json"]), self.images),
                     {key: item.record[key] for key in ("task_id", "episode_id", "step")},
                 )
-                for item, _ in answerable
+                for item in answerable
             ]
-            generations = serving.backend.generate(requests)
-            for (item, _), generation in zip(answerable, generations, strict=True):
-                self._emit(item, generation, serving, None)
+            replies = self._generate(serving.backend, requests)
+            if len(replies) != len(requests):
+                raise RuntimeError(f"{len(replies)} replies to {len(requests)} requests")
+            generations = list(replies)
+        except InferTimeout as exc:
+            self.stats["timeouts"] += 1
+            log.warning("batch of %d: %s; answered with errors", len(answerable), exc)
+            error = f"{BACKEND_ERROR}{exc}"
         except Exception as exc:  # noqa: BLE001 - a backend failure must not stall the partition
-            log.exception("batch of %d failed", len(batch))
-            for item, _ in answerable:
-                self._emit(item, None, serving, f"backend error: {type(exc).__name__}: {exc}"[:500])
+            log.exception("batch of %d failed", len(answerable))
+            error = f"{BACKEND_ERROR}{type(exc).__name__}: {exc}"[:500]
+        # Emitted after the call, never inside its error handling: one inference per request.
+        for item, generation in zip(answerable, generations, strict=True):
+            self._emit(item, generation, serving, error)
+
+    def _generate(self, backend: Backend, requests: list[ChatRequest]) -> list[Generation]:
+        call = BackendCall(backend, requests, on_return=self._call_returned)
+        try:
+            return call.result(self.infer_timeout_s)
+        except InferTimeout:
+            with self._abandoned_lock:
+                if call.returned.is_set():  # returned just past the limit: dropped all the same
+                    self.stats["late_replies_dropped"] += 1
+                else:
+                    self._abandoned.add(call)
+            raise
+
+    def _call_returned(self, call: BackendCall) -> None:
+        with self._abandoned_lock:
+            if call in self._abandoned:
+                self._abandoned.discard(call)
+                self.stats["late_replies_dropped"] += 1
 
     def _emit(
         self,

@@ -9,19 +9,31 @@ of ``streams.curriculum`` cover it too.
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
+
+from confluent_kafka import KafkaException
 
 from infra.producer import now_ms
 from streams import curriculum
 from streams.orchestrator import Output
 
 KEY = b"sampler"
+log = logging.getLogger(__name__)
 
 
 def register(streams, interval_s: float = 2.0) -> None:
+    async def refresh() -> None:
+        """Read new tasks; while the broker is unreachable keep the tasks known (a timer or an
+        agent that raised would stop the whole worker) and try again at the next call."""
+        try:
+            await asyncio.to_thread(streams.catalog.refresh)
+        except (KafkaException, RuntimeError) as error:
+            log.warning("task catalog not refreshed (will retry): %s", error)
+
     async def tasks() -> list[dict]:
         if not len(streams.catalog):
-            await asyncio.to_thread(streams.catalog.refresh)
+            await refresh()
         return streams.catalog.tasks()
 
     @streams.app.agent(streams.topics["curriculum"], name="sampler")
@@ -31,7 +43,7 @@ def register(streams, interval_s: float = 2.0) -> None:
             if record is None:
                 continue
             if record["kind"] == "target":
-                await asyncio.to_thread(streams.catalog.refresh)
+                await refresh()
             available = await tasks()
             state, outputs, changed = curriculum.apply(
                 streams.sampler.get(KEY), record, available, streams.rules, now_ms()
@@ -51,4 +63,4 @@ def register(streams, interval_s: float = 2.0) -> None:
 
     @streams.app.timer(interval=10.0)
     async def refresh_tasks():
-        await asyncio.to_thread(streams.catalog.refresh)
+        await refresh()

@@ -21,4 +21,4 @@ def register(streams) -> None:
                 event.message.offset,
                 now_ms(),
             )
-            await streams.apply(episode_id, transition)
+            await streams.apply(episode_id, transition, event)

@@ -43,7 +43,10 @@ def test_async_each_episode_is_answered_after_its_own_draw(settings, producer, m
     assert set(inferences) == set(episodes)
     draws = {e: inference_latency_s(spec, e, 1) for e in episodes}
     for episode, event in inferences.items():
-        assert event["parse_error"] is None and event["action"]["kind"] != "answer"
+        assert event["parse_error"] is None
+        # Step 1 answers only for an episode drawn that short (a few percent of hard ones).
+        answers_now = backend.length(TASK_ID, episode) == 1
+        assert (event["action"]["kind"] == "answer") == answers_now
         assert event["latency_ms"] == draws[episode] * 1000
         assert event["ts"] >= asked_ms + draws[episode] * 1000 - 5
     # Answered in the order of their draws wherever draws differ clearly: no head-of-line wait.

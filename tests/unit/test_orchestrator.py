@@ -465,6 +465,19 @@ def test_an_action_error_is_shown_once_and_not_again_after_a_parse_error():
     assert "could not be parsed" in second
 
 
+def test_a_backend_that_keeps_failing_aborts_the_episode_with_its_error():
+    state = navigating(HARD)
+    state = on_observation(state, observation(0), 0, 1, T0).state
+    timed_out = "backend error: no answer within 1 s"
+    for step in (1, 2, 3):
+        failed = {**inference(step, None), "parse_error": timed_out, "raw_text": ""}
+        t = on_inference(state, failed, T0 + step)
+        state = t.state
+    outputs = encoded(t)
+    assert outputs[0].record["kind"] == "aborted"  # no reply at all, unlike a model's bad one
+    assert outputs[0].record["reason"] == f"parse errors: 3 unparseable replies (last: {timed_out})"
+
+
 def test_one_unparseable_reply_over_the_budget_ends_the_episode():
     state = navigating(HARD)  # horizon 5: the budget (2) ends it first
     state = on_observation(state, observation(0), 0, 1, T0).state
@@ -476,7 +489,10 @@ def test_one_unparseable_reply_over_the_budget_ends_the_episode():
     outputs = encoded(t)
     assert [o.topic for o in outputs] == ["episodes", "trajectories", "curriculum"]
     assert outputs[0].record["kind"] == "finished"
-    assert outputs[0].record["reason"] == "parse errors: 3 unparseable replies"
+    assert outputs[0].record["reason"] == (
+        "parse errors: 3 unparseable replies (last: no <tool_call>...</tool_call> block in the "
+        "reply)"
+    )
     steps = outputs[1].record["steps"]
     assert [(s["parse_error"] is not None, s["trainable"]) for s in steps] == [(True, False)] * 3
 

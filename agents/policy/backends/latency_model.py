@@ -15,6 +15,11 @@ screenshot, never leaving the page). At step L it answers the task's ``definite_
 text for an unknown task). Replies always parse and depend only on (task, episode id, step), so
 both modes of the benchmark make the browsers do the same work.
 
+Cancellable: ``generate(requests, cancelled=event)`` returns as soon as ``event`` is set, with
+replies its caller drops (the policy worker sets it at its inference timeout), so a timed-out
+call frees its thread at once. In synchronous mode only the final wait is cut short; the wait
+for the batch's members is bounded by ``sync_timeout_s``.
+
 Asynchronous mode (``sync_batch=0``, the default): each request sleeps its own draw; requests of
 one ``generate`` call run in parallel threads, so a call with several requests returns when its
 slowest is done. A policy worker must therefore use batches of one and enough concurrency for
@@ -76,6 +81,7 @@ def batch_of(episode_id: str) -> str:
 
 class LatencyModelBackend:
     model = "latency-model"
+    cancellable = True  # generate(requests, cancelled=event): see the module docstring
 
     def __init__(
         self,
@@ -93,12 +99,15 @@ class LatencyModelBackend:
         self.sync_batch = sync_batch
         self._lock_step = LockStep(sync_batch, sync_timeout_s) if sync_batch else None
 
-    def generate(self, requests: list[ChatRequest]) -> list[Generation]:
+    def generate(
+        self, requests: list[ChatRequest], cancelled: threading.Event | None = None
+    ) -> list[Generation]:
+        cancelled = cancelled or threading.Event()
         if len(requests) == 1:
-            return [self._one(requests[0])]
+            return [self._one(requests[0], cancelled)]
         # In parallel: in synchronous mode two requests of one call may wait for each other.
         with ThreadPoolExecutor(max_workers=len(requests)) as pool:
-            return list(pool.map(self._one, requests))
+            return list(pool.map(lambda request: self._one(request, cancelled), requests))
 
     def length(self, task_id: str, episode_id: str) -> int:
         """The step at which ``episode_id`` (a try at ``task_id``) answers."""
@@ -117,7 +126,7 @@ class LatencyModelBackend:
             "practice web the run samples from (--sites-count, --sites-seed)"
         )
 
-    def _one(self, request: ChatRequest) -> Generation:
+    def _one(self, request: ChatRequest, cancelled: threading.Event) -> Generation:
         task_id = str(request.metadata.get("task_id") or "")
         episode_id = str(request.metadata.get("episode_id") or "")
         step = int(request.metadata.get("step", 1))
@@ -125,9 +134,11 @@ class LatencyModelBackend:
         text = self._reply(self._tasks.get(task_id), step, length)
         latency_s = inference_latency_s(self.spec, episode_id, step)
         if self._lock_step is None:
-            time.sleep(latency_s)
+            cancelled.wait(latency_s)
         else:
-            self._lock_step.wait(batch_of(episode_id), episode_id, length, step, latency_s)
+            self._lock_step.wait(
+                batch_of(episode_id), episode_id, length, step, latency_s, cancelled
+            )
         return Generation(text, [], [], latency_s * 1000, self.model)
 
     def _reply(self, task: dict[str, Any] | None, step: int, length: int) -> str:
@@ -171,9 +182,16 @@ class LockStep:
         self._batches: dict[str, _Batch] = {}
 
     def wait(
-        self, batch_id: str, episode_id: str, length: int, step: int, latency_s: float
+        self,
+        batch_id: str,
+        episode_id: str,
+        length: int,
+        step: int,
+        latency_s: float,
+        cancelled: threading.Event | None = None,
     ) -> None:
-        """Block until (batch_id, step) is released and its latency has passed."""
+        """Block until (batch_id, step) is released and its latency has passed (or, once
+        released, until ``cancelled`` is set)."""
         deadline = time.monotonic() + self.timeout_s
         with self._changed:
             batch = self._batches.setdefault(batch_id, _Batch())
@@ -201,7 +219,7 @@ class LockStep:
                         break
                     self._changed.wait(remaining)
                 release_at = batch.release_at[step]
-        time.sleep(max(0.0, release_at - time.monotonic()))
+        (cancelled or threading.Event()).wait(max(0.0, release_at - time.monotonic()))
 
     def _live(self, batch: _Batch, step: int) -> set[str]:
         return {

@@ -1,0 +1,45 @@
+"""The Kafka broker stopped and started again during a run: clients reconnect, nothing is lost.
+
+The broker is the local stack's own (`webgym up`, started by the test session); it is stopped
+with SIGTERM by its pid file, as `webgym down` does, and started again with `webgym up`.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from infra import stack
+from infra.local_run import RunOptions
+from infra.stack.kafka import LocalKafka
+from tests.chaos.conftest import Fault, assert_nothing_lost, chaos_run
+
+EPISODES = 32
+
+
+def test_a_broker_restart_mid_run_loses_nothing(run_settings, request):
+    fault = Fault("stop and restart the Kafka broker")
+    broker = LocalKafka(run_settings)
+
+    def strike(summary, children):
+        if summary.ended >= 6 and not fault.struck_ms:
+            fault.mark()
+            assert broker.process.stop(), "the local broker was not running"
+            time.sleep(5.0)  # every client sees the broker gone
+            stack.up(run_settings, report=lambda line: None)
+
+    options = RunOptions(
+        episodes=EPISODES,
+        in_flight=16,
+        error_rate=0.3,
+        sites=10,
+        seed=4,
+        run_id=f"chaos-br{uuid.uuid4().hex[:6]}",
+        stall_timeout_s=300.0,
+    )
+    try:
+        result = chaos_run(run_settings, options, fault, strike, request)
+    finally:
+        stack.up(run_settings, report=lambda line: None)  # never leave the session without one
+    assert fault.struck_ms
+    assert_nothing_lost(result, EPISODES)

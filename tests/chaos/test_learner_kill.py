@@ -1,0 +1,81 @@
+"""The learner SIGKILLed in the middle of a weight upload while rollouts run beside it.
+
+The learner holds at ``mid-upload`` (``WEBGYM_LEARNER_HOLD_AT``: the weights of its first version
+are stored, the manifest is not) and is killed there; a new learner, without the hold, takes
+over. No version event names partial weights, every announced version verifies, and across the
+two learners no sample is trained twice; the rollouts' log keeps every invariant.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections import Counter
+
+from infra.local_run import Child, RunOptions, settings_env
+from infra.objects import build_minio
+from infra.weights import stored_versions
+from tests.chaos.conftest import Fault, assert_nothing_lost, chaos_run
+from tests.e2e.test_learner import _check_manifest, _versions
+from tests.integration.model_servers import tiny_model_fixture  # noqa: F401
+
+EPISODES = 80  # long enough for the learner to reach its first upload mid-run
+LEARNER_ARGS = (
+    "--lora-rank", "4", "--lr", "1e-3", "--fresh-per-step", "3", "--replay-per-step", "1",
+    "--publish-every", "1", "--keep-versions", "100", "--idle-s", "3",
+)  # fmt: skip
+
+
+def test_a_learner_killed_mid_upload_announces_no_partial_version(
+    run_settings, tiny_model, request, monkeypatch
+):
+    fault = Fault("SIGKILL learner during a weight upload, restarted")
+    # Only the learner reads the hold; the replacement is started without it.
+    monkeypatch.setenv("WEBGYM_LEARNER_HOLD_AT", "mid-upload")
+    versions_at_kill: list[int] = []
+    stored_at_kill: list[list[int]] = []
+    replacement: list[Child] = []
+
+    def strike(summary, children):
+        learner = children["learner"]
+        if fault.struck_ms or "holding at mid-upload" not in learner.text():
+            return
+        learner.kill()
+        fault.mark()
+        versions_at_kill.extend(v["policy_version"] for v in _versions(run_settings))
+        stored_at_kill.append(stored_versions(build_minio(run_settings), run_settings, "default"))
+        env = {**settings_env(run_settings)}
+        env.pop("WEBGYM_LEARNER_HOLD_AT", None)
+        os.environ.pop("WEBGYM_LEARNER_HOLD_AT", None)
+        restarted = Child.start("learner-restarted", learner.argv, env, learner.log.parent)
+        children["learner"] = restarted
+        replacement.append(restarted)
+        restarted.wait_for("ready at v", 300)
+
+    options = RunOptions(
+        episodes=EPISODES,
+        in_flight=16,
+        error_rate=0.0,
+        sites=10,
+        seed=6,
+        run_id=f"chaos-lk{uuid.uuid4().hex[:6]}",
+        learner_model=str(tiny_model),
+        learner_args=LEARNER_ARGS,
+        stall_timeout_s=300.0,
+    )
+    result = chaos_run(run_settings, options, fault, strike, request)
+    assert fault.struck_ms, "the learner never reached its first upload"
+    assert_nothing_lost(result, EPISODES)
+
+    # At the kill: weights of the next version stored, but no event announced them.
+    [stored] = stored_at_kill
+    assert stored and max(stored) not in versions_at_kill, (stored, versions_at_kill)
+    # Afterwards: versions 1..n, each announced once, every file verified against its manifest.
+    versions = _versions(run_settings)
+    numbers = [v["policy_version"] for v in versions]
+    assert numbers == list(range(1, len(numbers) + 1)) and numbers, numbers
+    manifests = [_check_manifest(run_settings, v, str(tiny_model)) for v in versions]
+    trained = Counter(key for m in manifests for key in m.training["trained_samples"])
+    assert trained and all(n == 1 for n in trained.values()), trained.most_common(3)
+    # The replacement removed the interrupted upload before publishing over it.
+    assert "deleted unannounced (interrupted) uploads of default" in replacement[0].text()
