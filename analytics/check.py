@@ -116,15 +116,6 @@ DEAD_LETTERED = (
     "trajectories",
     "trajectories.scored",
 )
-SCORE_FIELDS = (
-    "reward",
-    "verdicts",
-    "judge_name",
-    "judge_version",
-    "judge_error",
-    "blocked",
-    "block_reason",
-)
 COUNTS = (
     "started",
     "ended",

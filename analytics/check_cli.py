@@ -196,14 +196,9 @@ def _show(console: Any, report: CheckReport, prefix: str) -> None:
 
 
 def _settings() -> Any:
-    from pydantic import ValidationError
+    from infra.settings import load_settings
 
-    from infra.settings import Settings, SettingsError
-
-    try:
-        return Settings()
-    except ValidationError as exc:
-        raise SettingsError(f"invalid WEBGYM_* setting:\n{exc}") from exc
+    return load_settings()
 
 
 def _check_topics(settings: Any, suffixes: tuple[str, ...]) -> None:

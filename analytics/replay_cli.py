@@ -126,14 +126,9 @@ def replay(
 
 
 def _settings():
-    from pydantic import ValidationError
+    from infra.settings import load_settings
 
-    from infra.settings import Settings, SettingsError
-
-    try:
-        return Settings()
-    except ValidationError as exc:
-        raise SettingsError(f"invalid WEBGYM_* setting:\n{exc}") from exc
+    return load_settings()
 
 
 def _list(console, status, settings, task, site, reward, success, since, until, limit, as_json):

@@ -30,18 +30,8 @@ from infra.producer import EventProducer, now_ms
 from infra.settings import Settings
 from infra.topic_admin import ensure_topic
 from infra.topics import topic_spec
-from streams.filters import detect_block, is_success
+from streams.filters import SCORE_FIELDS, detect_block, is_success
 from streams.judging import Judging, scored_event
-
-SCORE_FIELDS = (
-    "reward",
-    "verdicts",
-    "judge_name",
-    "judge_version",
-    "judge_error",
-    "blocked",
-    "block_reason",
-)
 
 
 @dataclass

@@ -218,14 +218,9 @@ def _refuse_unknown_run(run_stats: Any, run: str | None) -> None:
 
 
 def _settings() -> Any:
-    from pydantic import ValidationError
+    from infra.settings import load_settings
 
-    from infra.settings import Settings, SettingsError
-
-    try:
-        return Settings()
-    except ValidationError as exc:
-        raise SettingsError(f"invalid WEBGYM_* setting:\n{exc}") from exc
+    return load_settings()
 
 
 def _check_topics(settings: Any) -> None:

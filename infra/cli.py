@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Column, Table
 
@@ -24,7 +23,7 @@ from infra import stack
 from infra.chromium import ChromiumMissing
 from infra.local_run import RunFailed
 from infra.producer import DeliveryError
-from infra.settings import Settings, SettingsError
+from infra.settings import Settings, SettingsError, load_settings
 from infra.topic_admin import (
     BrokerUnreachable,
     TopicMissing,
@@ -78,10 +77,7 @@ KNOWN_ERRORS = (
 
 
 def _settings() -> Settings:
-    try:
-        return Settings()
-    except ValidationError as exc:
-        raise SettingsError(f"invalid WEBGYM_* setting:\n{exc}") from exc
+    return load_settings()
 
 
 def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -171,3 +171,12 @@ class Settings(BaseSettings):
             )
         stored = json.loads(path.read_text())
         return stored["access_key"], stored["secret_key"]
+
+
+def load_settings() -> Settings:
+    """The settings from the environment; an invalid ``WEBGYM_*`` value is a SettingsError that
+    names it (every command reads its settings through here)."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        raise SettingsError(f"invalid WEBGYM_* setting:\n{exc}") from exc

@@ -14,6 +14,17 @@ from __future__ import annotations
 import re
 from typing import Any
 
+# The fields a judge adds to a trajectory (a scored trajectory is its trajectory plus these).
+SCORE_FIELDS = (
+    "reward",
+    "verdicts",
+    "judge_name",
+    "judge_version",
+    "judge_error",
+    "blocked",
+    "block_reason",
+)
+
 BLOCK_PATTERNS = (
     r"captcha",
     r"are you (?:a )?(?:human|robot)",
