@@ -40,16 +40,17 @@ def test_a_browser_worker_killed_mid_episode_and_replaced_loses_nothing(run_sett
     fault = Fault("SIGKILL browser worker mid-episode, new one started")
 
     def strike(summary, children):
-        if summary.ended >= 4 and not fault.struck_ms:
+        if summary.ended >= 8 and not fault.struck_ms:
             children["browser worker"].kill()
             fault.mark()
             _restart(children, "browser worker", "assigned")
 
     result = chaos_run(run_settings, _options("bw"), fault, strike, request)
     assert fault.struck_ms
+    # Episodes whose page died with the worker are aborted with the reason (the new worker does
+    # not hold their context); operations it had not taken yet are re-delivered and served.
+    # Either way none is lost (how many are aborted depends on the moment of the kill).
     assert_nothing_lost(result, EPISODES)
-    # The episodes whose browser died with the worker were aborted with the reason, not lost.
-    assert result.row["aborted"] >= 1, result.row
 
 
 def test_the_stream_processors_killed_three_times_lose_nothing(run_settings, request):
