@@ -116,9 +116,9 @@ def check_run(
     no broker answers and AnalyticsError when topics are missing; both say what to do next.
     """
     from analytics.check import TOPICS, InvariantFold
-    from analytics.log_tail import LogTail
+    from analytics.log_tail import LogTail, require_topics
 
-    _check_topics(settings, TOPICS)
+    require_topics(settings, TOPICS)
     total = _records_in(settings, TOPICS)
     fold = InvariantFold(run_id, settings.topic_prefix)
     tail = LogTail(settings, TOPICS)
@@ -199,21 +199,6 @@ def _settings() -> Any:
     from infra.settings import load_settings
 
     return load_settings()
-
-
-def _check_topics(settings: Any, suffixes: tuple[str, ...]) -> None:
-    from infra.topic_admin import topic_states
-
-    wanted = {settings.topic(suffix) for suffix in suffixes}
-    missing = [
-        s.name for s in topic_states(settings) if s.outcome == "missing" and s.name in wanted
-    ]
-    if missing:
-        raise AnalyticsError(
-            f"topics missing on {settings.bootstrap_servers}: {', '.join(sorted(missing))}. "
-            f"Is WEBGYM_TOPIC_PREFIX ({settings.topic_prefix!r}) the one of your run? "
-            "`webgym topics list` shows the table; `webgym topics create` creates them"
-        )
 
 
 def _records_in(settings: Any, suffixes: tuple[str, ...], timeout_s: float = 10.0) -> int:

@@ -113,3 +113,21 @@ class LogTail:
 
     def close(self) -> None:
         self._consumer.close()
+
+
+def require_topics(settings: Settings, suffixes: Iterable[str]) -> None:
+    """Raise an AnalyticsError naming the missing topics (and how to find the right prefix)
+    when any of ``suffixes`` does not exist; a view calls this before it opens a tail."""
+    from analytics.errors import AnalyticsError
+    from infra.topic_admin import topic_states
+
+    wanted = {settings.topic(suffix) for suffix in suffixes}
+    missing = [
+        s.name for s in topic_states(settings) if s.outcome == "missing" and s.name in wanted
+    ]
+    if missing:
+        raise AnalyticsError(
+            f"topics missing on {settings.bootstrap_servers}: {', '.join(sorted(missing))}. "
+            f"Is WEBGYM_TOPIC_PREFIX ({settings.topic_prefix!r}) the one of your run? "
+            "`webgym topics list` shows the table; `webgym topics create` creates them"
+        )

@@ -80,8 +80,11 @@ def stats(
         raise AnalyticsError(
             "--metrics-port serves live metrics while following the log: add --follow"
         )
+    from analytics.log_tail import require_topics
+    from analytics.stats import TOPICS
+
     settings = _settings()
-    _check_topics(settings)
+    require_topics(settings, TOPICS)
     console, status_console = Console(), Console(stderr=True)
     run_stats = RunStats(run_id=run)
     reader = _Reader(settings, since_ms)
@@ -221,19 +224,3 @@ def _settings() -> Any:
     from infra.settings import load_settings
 
     return load_settings()
-
-
-def _check_topics(settings: Any) -> None:
-    from analytics.stats import TOPICS
-    from infra.topic_admin import topic_states
-
-    wanted = {settings.topic(suffix) for suffix in TOPICS}
-    missing = [
-        s.name for s in topic_states(settings) if s.outcome == "missing" and s.name in wanted
-    ]
-    if missing:
-        raise AnalyticsError(
-            f"topics missing on {settings.bootstrap_servers}: {', '.join(sorted(missing))}. "
-            f"Is WEBGYM_TOPIC_PREFIX ({settings.topic_prefix!r}) the one of your run? "
-            "`webgym topics list` shows the table; `webgym topics create` creates them"
-        )
