@@ -205,7 +205,7 @@ def _records_in(settings: Any, suffixes: tuple[str, ...], timeout_s: float = 10.
     """How many records the topics hold now (the progress bar's total)."""
     from confluent_kafka import TopicPartition
 
-    from infra.consumer import build_consumer
+    from infra.consumer import build_consumer, watermarks
 
     consumer = build_consumer(
         settings, group_id=f"webgym-check-{uuid.uuid4().hex[:10]}", client_id="webgym-check"
@@ -216,9 +216,7 @@ def _records_in(settings: Any, suffixes: tuple[str, ...], timeout_s: float = 10.
             topic = settings.topic(suffix)
             metadata = consumer.list_topics(topic, timeout=timeout_s).topics[topic]
             for partition in metadata.partitions:
-                low, high = consumer.get_watermark_offsets(
-                    TopicPartition(topic, partition), timeout_s
-                )
+                low, high = watermarks(consumer, TopicPartition(topic, partition), timeout_s)
                 total += max(0, high - low)
         return total
     finally:

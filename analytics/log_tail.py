@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
-from infra.consumer import build_consumer, drain
+from infra.consumer import build_consumer, drain, watermarks
 from infra.log_reader import LoggedEvent, message_timestamp_ms
 from infra.settings import Settings
 from schemas.serde import EventDecodeError, SchemaCatalog, default_catalog
@@ -54,9 +54,7 @@ class LogTail:
             for partition in metadata.partitions:
                 if only is not None and partition not in only:
                     continue
-                _, high = self._consumer.get_watermark_offsets(
-                    TopicPartition(topic, partition), timeout_s
-                )
+                _, high = watermarks(self._consumer, TopicPartition(topic, partition), timeout_s)
                 self._ends[(topic, partition)] = high
                 start = OFFSET_BEGINNING if since_ms is None else since_ms
                 wanted.append(TopicPartition(topic, partition, start))

@@ -12,6 +12,7 @@ stall the partition: they go to the dead-letter topic first, then consumption mo
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +49,33 @@ def build_consumer(settings: Settings, group_id: str, client_id: str, **override
     }
     config.update(overrides)
     return Consumer(config)
+
+
+# Answers a broker gives while a partition's leadership is still settling (a topic created a
+# moment ago, a broker that just restarted): worth asking again, not an error.
+LEADERSHIP_SETTLING = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+    }
+)
+
+
+def watermarks(consumer: Consumer, partition: TopicPartition, timeout_s: float) -> tuple[int, int]:
+    """The partition's low and high offsets, asked again while its leadership settles.
+
+    Guarantee: returns the broker's watermarks, or raises the broker's error once ``timeout_s``
+    has passed (or at once for an error that is not about leadership).
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return consumer.get_watermark_offsets(partition, max(timeout_s, 1.0))
+        except KafkaException as exc:
+            if exc.args[0].code() not in LEADERSHIP_SETTLING or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def drain(consumer: Consumer, max_messages: int, timeout_s: float) -> list[Message]:

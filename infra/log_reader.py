@@ -13,7 +13,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, TIMESTAMP_NOT_AVAILABLE, TopicPartition
 
-from infra.consumer import build_consumer
+from infra.consumer import build_consumer, watermarks
 from infra.settings import Settings
 from schemas.serde import EventDecodeError, SchemaCatalog, default_catalog
 
@@ -49,7 +49,7 @@ def read_topic(
         partitions = consumer.list_topics(topic, timeout=timeout_s).topics[topic].partitions
         ends = {}
         for partition in partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout_s)
+            low, high = watermarks(consumer, TopicPartition(topic, partition), timeout_s)
             if high > low:
                 ends[partition] = high
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])

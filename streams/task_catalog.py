@@ -17,7 +17,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
-from infra.consumer import build_consumer
+from infra.consumer import build_consumer, watermarks
 from infra.settings import Settings
 from schemas.serde import EventDecodeError, SchemaCatalog, default_catalog
 
@@ -69,9 +69,7 @@ class TaskCatalog:
             raise RuntimeError(f"cannot read {self._topic}: {metadata.error.str()}")
         ends = {}
         for partition in metadata.partitions:
-            _, high = consumer.get_watermark_offsets(
-                TopicPartition(self._topic, partition), timeout=timeout_s
-            )
+            _, high = watermarks(consumer, TopicPartition(self._topic, partition), timeout_s)
             if high > self._next.get(partition, 0):
                 ends[partition] = high
         if not ends:
