@@ -66,6 +66,7 @@ from infra.dead_letters import DeadLetterRouter, OutOfOrderStep
 from infra.offsets import OffsetTracker
 from infra.producer import EventProducer, now_ms
 from infra.settings import Settings
+from infra.step_reference import StepReference
 from schemas.serde import EventDecodeError, SchemaCatalog, default_catalog
 
 log = logging.getLogger(__name__)
@@ -135,8 +136,7 @@ class BrowserWorker:
         }
         self.held: dict[str, HeldEpisode] = {}
         self.terminal: OrderedDict[str, None] = OrderedDict()
-        # episode -> (step of the last operation taken, its partition): the order reference
-        self.last_taken: OrderedDict[str, tuple[int, int]] = OrderedDict()
+        self.last_taken = StepReference("act op", capacity=TERMINAL_MEMORY)
         self.offsets = OffsetTracker()
         self.stats = {"observations": 0, "failures": 0, "dead_letters": 0}
         self._queues: dict[str, asyncio.Queue[Operation]] = {}
@@ -310,21 +310,14 @@ class BrowserWorker:
         """Why an operation cannot come from the orchestrator in this order (see the module
         docstring), or None; an operation that is in order becomes the episode's reference."""
         episode_id, step = record["episode_id"], record["step"]
-        if kind == "navigate" and step != 0:
-            return f"out-of-order navigate op: step {step}; an episode navigates only at step 0"
-        last = self.last_taken.get(episode_id)
-        if kind == "act" and last is not None:
-            most = last[0] + 1 + self.settings.parse_error_budget
-            if step < last[0] or step > most:
-                return (
-                    f"out-of-order act op: step {step}, but the last operation of episode "
-                    f"{episode_id} was at step {last[0]} (the next is at most step {most})"
-                )
-        self.last_taken[episode_id] = (max(step, last[0] if last else step), partition)
-        self.last_taken.move_to_end(episode_id)
-        if len(self.last_taken) > TERMINAL_MEMORY:
-            self.last_taken.popitem(last=False)
-        return None
+        if kind == "navigate":
+            if step != 0:
+                return f"out-of-order navigate op: step {step}; an episode navigates only at step 0"
+            self.last_taken.take(episode_id, step, partition)
+            return None
+        return self.last_taken.refusal(
+            episode_id, step, partition, most_ahead=1 + self.settings.parse_error_budget
+        )
 
     def _dead_letter(
         self, message: Message, error: BaseException, tp: tuple[str, int], offset: int
@@ -553,9 +546,7 @@ class BrowserWorker:
         progress, else at the next step (``held.step + 1``): the step of the observation it now
         waits for, never one already delivered. Returns once they are flushed (30 s at most).
         """
-        for episode_id, (_, partition) in list(self.last_taken.items()):
-            if partition in partitions:  # its next operations may come after another's
-                del self.last_taken[episode_id]
+        self.last_taken.forget(partitions)  # their next operations may follow another's
         cancelled = []
         for episode_id, partition in list(self._queue_partition.items()):
             if partition in partitions:

@@ -28,6 +28,13 @@ abandoned threads cannot pile up; other slots keep serving meanwhile. A backend 
 returns ends up holding every slot: the worker logs a warning, episodes wait up to their lease,
 and the worker needs a restart.
 
+Out-of-order requests are poison (dead-lettered with error class ``OutOfOrderStep``, never
+answered): the orchestrator numbers an episode's requests 1, 2, 3... without a gap, sends
+request k + 1 only once inference k was applied, and a re-sent copy repeats the step. So a
+request at step 0, behind the last one this worker took for its episode, or more than one step
+ahead of it cannot come from it. An episode whose requests this worker has not seen since its
+partition was assigned has no reference; its requests are answered.
+
 Known limit: after a restart, a redelivered request whose screenshot was consumed (and committed)
 before the crash gets an error inference (``observation ... not available``).
 """
@@ -51,11 +58,12 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Top
 from agents.policy.backends import ChatRequest, Generation
 from agents.policy.parser import BACKEND_ERROR, ParsedReply, parse_reply
 from infra.consumer import build_consumer, drain
-from infra.dead_letters import DeadLetterRouter
+from infra.dead_letters import DeadLetterRouter, OutOfOrderStep
 from infra.objects import build_minio
 from infra.offsets import OffsetTracker
 from infra.producer import EventProducer, now_ms
 from infra.settings import Settings
+from infra.step_reference import StepReference
 from infra.weights import WeightsRejected, fetch_weights
 from schemas.serde import EventDecodeError, SchemaCatalog, default_catalog
 
@@ -206,6 +214,7 @@ class PolicyWorker:
         }
         self.images = ImageCache()
         self.offsets = OffsetTracker()
+        self.last_requests = StepReference("infer request")
         self.infer_timeout_s = config.infer_timeout_s or settings.policy_infer_timeout_s
         self.stats = {
             "inferences": 0,
@@ -239,7 +248,7 @@ class PolicyWorker:
             **{"enable.auto.offset.store": False, "enable.auto.commit": True},
             **{"auto.commit.interval.ms": 500, "session.timeout.ms": 10_000},
         )
-        consumer.subscribe(list(self.topics), on_assign=self._on_assign)
+        consumer.subscribe(list(self.topics), on_assign=self._on_assign, on_revoke=self._on_revoke)
         follower_stop = threading.Event()
         follower = threading.Thread(
             target=self._follow_versions, args=(follower_stop,), daemon=True
@@ -292,7 +301,12 @@ class PolicyWorker:
         return False
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.last_requests.forget({tp.partition for tp in partitions})
         log.info("assigned %s", sorted({tp.partition for tp in partitions}))
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # Their next requests may follow ones another worker took.
+        self.last_requests.forget({tp.partition for tp in partitions})
 
     # -- consuming ------------------------------------------------------------------------------
 
@@ -310,12 +324,24 @@ class PolicyWorker:
         except EventDecodeError as exc:
             self.dead_letters.route_nowait(message, exc, on_delivery=self._on_delivered(tp, offset))
             return
-        if kind == "observations":
+        wrong = self._out_of_order(record, tp[1]) if kind == "infer" else None
+        if wrong is not None:
+            self.dead_letters.route_nowait(
+                message, OutOfOrderStep(wrong), on_delivery=self._on_delivered(tp, offset)
+            )
+        elif kind == "observations":
             if record.get("failure") is None:  # a failure observation has no screenshot
                 self.images.put(record["event_id"], record["screenshot"])
             self._finished.put((tp, offset))
         else:
             pending.append(Pending(record, tp, offset, time.monotonic()))
+
+    def _out_of_order(self, record: dict[str, Any], partition: int) -> str | None:
+        """Why a request cannot come from the orchestrator in this order (see the module
+        docstring), or None; a request that is in order becomes the episode's reference."""
+        if record["step"] < 1:
+            return f"out-of-order infer request: step {record['step']}; requests start at step 1"
+        return self.last_requests.refusal(record["episode_id"], record["step"], partition, 1)
 
     def _take_ready(self, pending: list[Pending]) -> list[Pending]:
         """Up to one batch of requests whose screenshots are here (or waited long enough)."""

@@ -8,16 +8,12 @@ partition (the sampler's topic: by its one key):
 - corrupt bytes (not an Avro single-object encoding): ``CorruptEventError``;
 - a valid single-object header with a fingerprint no schema has: ``UnknownSchemaError``;
 - an out-of-order step, a well-formed event of a live episode whose step it never asked for
-  (an observation or inference far ahead, a navigate op after step 0, an act op far ahead of
-  or behind the episode's last one): ``OutOfOrderStep``.
+  (an observation, inference or infer request far ahead, a navigate op after step 0, an act op
+  far ahead of or behind the episode's last one): ``OutOfOrderStep``.
 
 The delivery report of each injection gives its coordinates; the dead letters must name them
 (source topic, partition, offset) with the error class, in the record and in its headers. Every
 episode still ends with a normal reason, and the checker (`webgym check`) passes.
-
-Not injected: an out-of-order ``ops.infer`` request. Its one consumer, the policy worker, keeps
-no per-episode state and answers any request; the orchestrator then dead-letters the answer (the
-``inferences`` case here), but the request itself would stay in the log undead-lettered.
 """
 
 from __future__ import annotations
@@ -67,7 +63,7 @@ ERROR_CLASS = {
     "ahead": "OutOfOrderStep",
     "behind": "OutOfOrderStep",
 }
-# The rotation: every consumed topic and every kind within the first 13, then the rest.
+# The rotation: every consumed topic and every kind within the first 14, then the rest.
 SCHEDULE: tuple[tuple[str, str], ...] = (
     ("corrupt", "observations"),
     ("fingerprint", "ops.act"),
@@ -77,6 +73,7 @@ SCHEDULE: tuple[tuple[str, str], ...] = (
     ("ahead", "ops.act"),
     ("corrupt", "trajectories"),
     ("ahead", "ops.navigate"),
+    ("ahead", "ops.infer"),
     ("fingerprint", "trajectories.scored"),
     ("ahead", "observations"),
     ("corrupt", "curriculum"),
@@ -217,6 +214,7 @@ class Poisoner:
         name = {
             "ops.navigate": "navigate",
             "ops.act": "act",
+            "ops.infer": "infer",
             "observations": "observation",
             "inferences": "inference",
         }[suffix]
@@ -226,6 +224,7 @@ class Poisoner:
         event_type = {
             "ops.navigate": "navigate_op",
             "ops.act": "act_op",
+            "ops.infer": "infer_request",
             "observations": "observation",
             "inferences": "inference",
         }[suffix]
@@ -275,6 +274,7 @@ def test_poison_records_one_in_200_all_dead_lettered_nothing_stalls(run_settings
     injected = (poisoner.events, [f"{p.kind} on {p.suffix}" for p in poisons], poisoner.skipped)
     assert {p.kind for p in poisons} == set(ERROR_CLASS), injected
     assert {p.suffix for p in poisons} == set(CONSUMED), injected
+    assert {(p.kind, p.suffix) for p in poisons} >= {("ahead", "ops.infer")}, injected
     assert len(poisoner.skipped) <= len(poisons) // 4, poisoner.skipped
 
     # Every poison record is in the dead-letter topic, by its coordinates, with its class.

@@ -1,18 +1,22 @@
 """Out-of-order steps are poison; re-delivered copies are not.
 
-The orchestrator (``streams.orchestrator``) and the browser worker (``agents.browser.worker``)
-each tell an event whose step their episode never asked for (far ahead, beyond the horizon, or
-behind and not the event applied for that step) from a re-delivered copy of one they applied:
-the first is rejected (the stream processor dead-letters it as ``OutOfOrderStep``), the second
-stays a no-op (or, when it is the last input applied, re-sends its outputs).
+The orchestrator (``streams.orchestrator``), the browser worker (``agents.browser.worker``) and
+the policy worker (``agents.policy.worker``) each tell an event whose step their episode never
+asked for (far ahead, beyond the horizon, or behind and not the event applied for that step) from
+a re-delivered copy of one they applied: the first is rejected (dead-lettered as
+``OutOfOrderStep``), the second stays a no-op (or, when it is the last input applied, re-sends
+its outputs).
 """
 
 from __future__ import annotations
 
 import pytest
+from confluent_kafka import TopicPartition
 
 from agents.browser.worker import BrowserWorker, BrowserWorkerConfig
+from agents.policy.worker import PolicyWorker, PolicyWorkerConfig
 from infra.settings import Settings
+from infra.step_reference import StepReference
 from sites import generate_sites
 from sites.tasks import generate_tasks
 from streams.orchestrator import (
@@ -190,12 +194,49 @@ def test_act_ops_behind_or_too_far_ahead_are_out_of_order(worker):
     assert worker._out_of_order("act", op(5), 2) is None
     assert "step 4" in worker._out_of_order("act", op(4), 2)  # behind the last one taken
     assert "at most step 9" in worker._out_of_order("act", op(10), 2)
-    assert worker.last_taken[EP] == (5, 2)  # poison moves no reference
+    assert worker.last_taken.last[EP] == (5, 2)  # poison moves no reference
     # a late copy of the navigate op does not move the reference back
     assert worker._out_of_order("navigate", op(0), 2) is None
-    assert worker.last_taken[EP] == (5, 2)
+    assert worker.last_taken.last[EP] == (5, 2)
 
 
 def test_an_episode_seen_for_the_first_time_has_no_reference(worker):
     assert worker._out_of_order("act", op(7, "other"), 1) is None  # e.g. after a restart
     assert worker._out_of_order("act", op(8, "other"), 1) is None
+
+
+# -- the policy worker -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def policy() -> PolicyWorker:
+    return PolicyWorker(Settings(), PolicyWorkerConfig("fake"), lambda weights: object())
+
+
+def test_infer_requests_behind_or_more_than_one_ahead_are_out_of_order(policy):
+    assert "start at step 1" in policy._out_of_order(op(0), 3)
+    assert policy._out_of_order(op(1), 3) is None
+    assert policy._out_of_order(op(1), 3) is None  # the orchestrator re-sent it
+    assert policy._out_of_order(op(2), 3) is None
+    assert "at most step 3" in policy._out_of_order(op(4), 3)
+    assert "step 1" in policy._out_of_order(op(1), 3)  # behind the last one taken
+    assert policy.last_requests.last[EP] == (2, 3)  # poison moves no reference
+    assert policy._out_of_order(op(9, "joined"), 3) is None  # first seen: no reference
+
+
+def test_an_assigned_or_revoked_partition_forgets_its_references(policy):
+    assert policy._out_of_order(op(4), 3) is None
+    assert policy._out_of_order(op(6, "other"), 5) is None
+    policy._on_revoke(None, [TopicPartition("t", 3)])
+    assert EP not in policy.last_requests.last and "other" in policy.last_requests.last
+    assert policy._out_of_order(op(9), 3) is None  # another worker took 5..8 meanwhile
+    policy._on_assign(None, [TopicPartition("t", 5)])
+    assert policy._out_of_order(op(2, "other"), 5) is None
+
+
+def test_the_reference_remembers_a_bounded_number_of_episodes():
+    reference = StepReference("act op", capacity=2)
+    for episode in ("a", "b", "c"):
+        assert reference.refusal(episode, 5, 0, 1) is None
+    assert list(reference.last) == ["b", "c"]
+    assert reference.refusal("a", 1, 0, 1) is None  # forgotten: no reference any more
