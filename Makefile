@@ -1,5 +1,5 @@
 # The two set-up commands of the README. Both install what is missing first (infra/bootstrap.sh).
-.PHONY: run test bench
+.PHONY: run test soak bench
 
 run:  ## run the main job on the local stack
 	infra/bootstrap.sh
@@ -9,6 +9,11 @@ test:  ## run every test tier against the real local stack
 	infra/bootstrap.sh
 	.venv/bin/webgym up
 	.venv/bin/pytest
+
+soak:  ## the chaos tier's 1,000-episode soak on one browser worker (about 15 minutes)
+	infra/bootstrap.sh
+	.venv/bin/webgym up
+	.venv/bin/pytest -m soak
 
 bench:  ## benchmarks; results land in bench/results/*.json
 	infra/bootstrap.sh

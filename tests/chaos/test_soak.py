@@ -1,0 +1,105 @@
+"""A soak: 1,000 episodes on one browser worker; its memory (the worker and every Chromium
+process under it, by proportional set size) must stay bounded.
+
+``WEBGYM_CHAOS_SOAK_EPISODES`` changes the length (default 1,000, as the battery asks). Memory is
+sampled every few seconds from ``/proc``; the test compares the last fifth of the run with the
+first fifth after warm-up, writes the samples and the growth to the fault table, and fails if the
+worker grew by more than a fixed allowance (a leak of even 100 kB per episode would exceed it).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from infra.local_run import RunOptions
+from tests.chaos.conftest import Fault, assert_nothing_lost, chaos_run, save_row
+
+# Its own CI step (`make soak`), longer than the default per-test timeout.
+pytestmark = [pytest.mark.soak, pytest.mark.timeout(3600)]
+
+EPISODES = int(os.environ.get("WEBGYM_CHAOS_SOAK_EPISODES", "1000"))
+IN_FLIGHT = 16
+SAMPLE_EVERY_S = 5.0
+# Chromium's heaps, caches and a recycled browser's overlap are allowed to wobble; a leak per
+# episode is not: 1,000 episodes x 100 kB would already exceed this.
+ALLOWED_GROWTH_MB = 96.0
+
+
+def _tree(root: int) -> list[int]:
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int(
+                    (entry / "stat").read_text().rsplit(")", 1)[1].split()[1]
+                )
+            except (OSError, ValueError, IndexError):
+                continue
+    tree, frontier = [root], [root]
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parents.items() if ppid == parent]
+        tree += children
+        frontier += children
+    return tree
+
+
+def _pss_mb(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass  # it exited meanwhile
+    return 0.0
+
+
+def test_one_browser_worker_serves_a_thousand_episodes_in_bounded_memory(run_settings, request):
+    fault = Fault(f"soak: {EPISODES} episodes on one browser worker")
+    samples: list[tuple[int, float, float]] = []  # (episodes ended, worker MB, all MB)
+    last = [0.0]
+
+    def sample(summary, children):
+        if time.monotonic() - last[0] < SAMPLE_EVERY_S:
+            return
+        last[0] = time.monotonic()
+        root = children["browser worker"].process.pid
+        tree = _tree(root)
+        samples.append((summary.ended, _pss_mb(root), sum(_pss_mb(pid) for pid in tree)))
+
+    options = RunOptions(
+        episodes=EPISODES,
+        in_flight=IN_FLIGHT,
+        error_rate=0.3,
+        sites=10,
+        seed=7,
+        run_id=f"chaos-soak{uuid.uuid4().hex[:6]}",
+        stall_timeout_s=300.0,
+    )
+    result = chaos_run(run_settings, options, fault, sample, request)
+    assert_nothing_lost(result, EPISODES)
+
+    warm = [s for s in samples if s[0] >= EPISODES * 0.1]
+    assert len(warm) >= 10, f"too few memory samples: {samples}"
+    fifth = max(2, len(warm) // 5)
+    early = statistics.median(s[2] for s in warm[:fifth])
+    late = statistics.median(s[2] for s in warm[-fifth:])
+    early_py = statistics.median(s[1] for s in warm[:fifth])
+    late_py = statistics.median(s[1] for s in warm[-fifth:])
+    growth = {
+        "browser_worker_and_chromium_mb": {"early": round(early, 1), "late": round(late, 1)},
+        "browser_worker_python_mb": {"early": round(early_py, 1), "late": round(late_py, 1)},
+        "peak_mb": round(max(s[2] for s in samples), 1),
+        "growth_mb": round(late - early, 1),
+        "growth_kb_per_episode": round((late - early) * 1024 / EPISODES, 2),
+    }
+    result.row["memory"] = growth
+    save_row(run_settings, result.row, request.node.name)
+    assert late - early <= ALLOWED_GROWTH_MB, growth
+    assert late_py - early_py <= ALLOWED_GROWTH_MB / 3, growth
