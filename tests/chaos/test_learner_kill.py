@@ -51,6 +51,9 @@ def test_a_learner_killed_mid_upload_announces_no_partial_version(
         children["learner"] = restarted
         replacement.append(restarted)
         restarted.wait_for("ready at v", 300)
+        # It re-reads what the killed one never committed; its first version must come whatever
+        # is left of the run (episodes keep going while this waits).
+        restarted.wait_for("published default v1", 300)
 
     options = RunOptions(
         episodes=EPISODES,
