@@ -41,6 +41,9 @@ from agents.browser.url_policy import UrlPolicy, host_of
 
 SCREENSHOT_TIMEOUT_MS = 15_000
 SCREENSHOT_ATTEMPTS = 3
+# A navigation the browser reports only after the observation began (a late redirect, a script's
+# location change) tears the page's document down under it: observe the new page, this often.
+OBSERVE_ATTEMPTS = 3
 RESOLVE_TIMEOUT_S = 5.0  # a host name's look-up before its first request (url_policy)
 
 
@@ -64,6 +67,12 @@ class Snapshot:
     action_error: str | None
     timings_ms: dict[str, float]
     page_signals: dict[str, str] = field(default_factory=dict)
+
+
+def _navigated_away(error: BaseException) -> bool:
+    """Did the page's document go away under a call (a navigation), not the page itself?"""
+    text = str(error)
+    return "Execution context was destroyed" in text or "because of a navigation" in text
 
 
 def _short(error: BaseException) -> str:
@@ -195,30 +204,28 @@ class EpisodeSession:
         The fast path costs one round trip: the screenshot is taken at once, and only if the
         browser reported a navigation since the action began (it reports one within
         milliseconds, long before a screenshot is done) do we wait for the new page and take
-        it again. With marks, which need the page's DOM anyway, we settle first.
+        it again. With marks, which need the page's DOM anyway, we settle first. A navigation
+        reported only after the observation began (a late redirect, a script's location change)
+        tears the document down under it: then the new page is settled and observed instead, up
+        to ``OBSERVE_ATTEMPTS`` times in all; any other browser error fails the episode.
         """
         timings: dict[str, float] = {}
-        try:
-            if set_of_marks and self._action_mark is not None:
-                await self._settle(self._action_timeout_ms)
-                self._action_mark = None
-            image = await self._capture(set_of_marks, screenshot_format, timings)
-            if self._action_mark is not None and self._navigations != self._action_mark:
-                started = time.perf_counter()
-                await self._settle(self._action_timeout_ms)
-                timings["settle"] = (time.perf_counter() - started) * 1000
-                image = await self._capture(set_of_marks, screenshot_format, timings)
-            self._action_mark = None
-            marks = self._marks
-            title = self._title if self._title is not None else await self.page.title()
-            signals = await self.page.evaluate(PAGE_SIGNALS)
-        except PlaywrightTimeout as exc:
-            # A renderer that hangs (chrome://hang, a script in an endless loop) stops here.
-            self._raise_if_gone(exc)
-            raise EpisodeFailure(f"page stopped answering: {_short(exc)}") from exc
-        except PlaywrightError as exc:
-            self._raise_if_gone(exc)
-            raise EpisodeFailure(f"screenshot failed: {_short(exc)}") from exc
+        for attempt in range(OBSERVE_ATTEMPTS):
+            try:
+                if attempt:  # the last try's document was torn down: wait for the new one
+                    await self._settle(self._action_timeout_ms)
+                image, marks, title, signals = await self._observe_once(
+                    set_of_marks, screenshot_format, timings
+                )
+                break
+            except PlaywrightTimeout as exc:
+                # A renderer that hangs (chrome://hang, a script in an endless loop) stops here.
+                self._raise_if_gone(exc)
+                raise EpisodeFailure(f"page stopped answering: {_short(exc)}") from exc
+            except PlaywrightError as exc:
+                self._raise_if_gone(exc)
+                if not _navigated_away(exc) or attempt + 1 == OBSERVE_ATTEMPTS:
+                    raise EpisodeFailure(f"screenshot failed: {_short(exc)}") from exc
         return Snapshot(
             screenshot=image,
             screenshot_format=screenshot_format,
@@ -231,6 +238,24 @@ class EpisodeSession:
             timings_ms=timings,
             page_signals={str(k): str(v) for k, v in (signals or {}).items()},
         )
+
+    async def _observe_once(
+        self, set_of_marks: bool, screenshot_format: str, timings: dict[str, float]
+    ) -> tuple[bytes, Any, str, Any]:
+        if set_of_marks and self._action_mark is not None:
+            await self._settle(self._action_timeout_ms)
+            self._action_mark = None
+        image = await self._capture(set_of_marks, screenshot_format, timings)
+        if self._action_mark is not None and self._navigations != self._action_mark:
+            started = time.perf_counter()
+            await self._settle(self._action_timeout_ms)
+            timings["settle"] = (time.perf_counter() - started) * 1000
+            image = await self._capture(set_of_marks, screenshot_format, timings)
+        self._action_mark = None
+        marks = self._marks
+        title = self._title if self._title is not None else await self.page.title()
+        signals = await self.page.evaluate(PAGE_SIGNALS)
+        return image, marks, title, signals
 
     async def _capture(
         self, set_of_marks: bool, screenshot_format: str, timings: dict[str, float]
