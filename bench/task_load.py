@@ -29,7 +29,7 @@ from pathlib import Path
 
 from confluent_kafka import TopicPartition
 
-from infra.consumer import build_consumer
+from infra.consumer import build_consumer, watermarks
 from infra.settings import Settings
 from infra.topic_admin import create_topics, delete_topics
 from tasks.publish import PublishCounts, publish_tasks
@@ -97,10 +97,7 @@ def end_offset(settings: Settings) -> int:
     consumer = build_consumer(settings, group_id=f"bench-{uuid.uuid4().hex[:8]}", client_id="bench")
     try:
         partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        return sum(
-            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            for p in partitions
-        )
+        return sum(watermarks(consumer, TopicPartition(topic, p), 10)[1] for p in partitions)
     finally:
         consumer.close()
 

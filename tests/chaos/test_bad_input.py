@@ -35,7 +35,7 @@ from confluent_kafka import TopicPartition
 from typer.testing import CliRunner
 
 from infra.cli import app
-from infra.consumer import build_consumer
+from infra.consumer import build_consumer, watermarks
 from infra.objects import build_minio
 from infra.settings import Settings
 from infra.topic_admin import build_admin
@@ -88,7 +88,7 @@ def written(settings: Settings, directory: Path) -> Written:
         ends = {}
         for topic in names:
             for partition in consumer.list_topics(topic, timeout=10).topics[topic].partitions:
-                _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), 10)
+                _, high = watermarks(consumer, TopicPartition(topic, partition), 10)
                 ends[(topic, partition)] = high
     finally:
         consumer.close()

@@ -39,7 +39,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from infra.cli import app
-from infra.consumer import EventConsumer, build_consumer
+from infra.consumer import EventConsumer, build_consumer, watermarks
 from infra.dead_letters import DeadLetterRouter
 from infra.local_run import Child, RunOptions, faust_argv, settings_env
 from infra.log_reader import read_topic
@@ -419,7 +419,7 @@ def _raw_records(settings: Settings) -> Iterator[tuple[str, bytes]]:
         ends = {}
         for topic in topics:
             for partition in consumer.list_topics(topic, timeout=10).topics[topic].partitions:
-                low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), 10)
+                low, high = watermarks(consumer, TopicPartition(topic, partition), 10)
                 if high > low:
                     ends[(topic, partition)] = high
         consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in ends])

@@ -15,7 +15,7 @@ from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from analytics.check import TOPICS
 from analytics.check_cli import check_run
-from infra.consumer import build_consumer
+from infra.consumer import build_consumer, watermarks
 from infra.local_run import settings_env
 from infra.log_reader import read_topic
 from infra.producer import EventProducer, build_producer
@@ -64,7 +64,7 @@ def copy_topics(source, target, suffixes) -> None:
         for suffix in suffixes:
             topic = source.topic(suffix)
             for partition in consumer.list_topics(topic, timeout=10).topics[topic].partitions:
-                low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), 10)
+                low, high = watermarks(consumer, TopicPartition(topic, partition), 10)
                 assert low == 0, f"{topic}[{partition}] starts at offset {low}, not 0"
                 if high == 0:
                     continue

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaException, TopicPartition
 
-from infra.consumer import build_consumer
+from infra.consumer import build_consumer, watermarks
 from infra.settings import Settings
 from infra.topic_admin import TopicMissing
 from tasks.publish import PublishCounts, publish_tasks, read_published_tasks
@@ -55,8 +55,7 @@ def _end_offset(settings: Settings, timeout_s: float = 15.0) -> int:
             try:
                 partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
                 return sum(
-                    consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                    for p in partitions
+                    watermarks(consumer, TopicPartition(topic, p), 10)[1] for p in partitions
                 )
             except KafkaException:
                 if time.monotonic() > deadline:
