@@ -19,7 +19,7 @@ from typing import Any
 import openai
 
 from infra.settings import Settings
-from sites.verifier import JUDGE_NAME, JUDGE_VERSION, verify
+from sites.verifier import JUDGE_NAME, JUDGE_VERSION, SiteCatalogues, verify
 from streams.judges import Judge, Score
 from streams.observation_reader import ObservationReader, ObservationUnavailable
 from tasks.miniwob import JUDGE_NAME as MINIWOB_JUDGE_NAME
@@ -37,10 +37,16 @@ CONFIGURATION_ERRORS = (
 
 
 class PracticeWebJudge:
-    """The deterministic verifier: facts in the answer, required pages visited."""
+    """The deterministic verifier: facts in the answer, required pages visited, no credit for an
+    over-long answer, one that lists candidates or one that copies a page's values (the last two
+    checked against the catalogue of the task's site, regenerated from the task's seed once per
+    seed and kept by this judge)."""
 
     name = JUDGE_NAME
     version = JUDGE_VERSION
+
+    def __init__(self, catalogues: SiteCatalogues | None = None):
+        self.catalogues = catalogues or SiteCatalogues()
 
     async def score(
         self, task: dict[str, Any], trajectory: dict[str, Any], screenshots: list[bytes]
@@ -48,7 +54,9 @@ class PracticeWebJudge:
         visited = [step["url"] for step in trajectory["steps"] if step.get("url")]
         if trajectory.get("final_url"):
             visited.append(trajectory["final_url"])
-        verdict = verify(task, trajectory.get("final_answer"), visited)
+        # The first task of a seed regenerates its sites (a fraction of a second): off the loop.
+        catalogue = await asyncio.to_thread(self.catalogues.for_task, task)
+        verdict = verify(task, trajectory.get("final_answer"), visited, catalogue)
         return Score(verdict.reward, self.name, self.version, verdict.verdicts)
 
 

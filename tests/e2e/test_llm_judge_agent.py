@@ -129,7 +129,7 @@ def test_the_judge_agent_scores_real_web_tasks_with_the_llm_judge(
 
     answered = scored[episode]
     assert answered["judge_name"] == f"llm:{tiny_model}"
-    assert answered["judge_version"] == "rubric-v1"
+    assert answered["judge_version"] == "rubric-v2"
     assert answered["reward"] == 0.0
     # The screenshot was found by its log position and sent; the random reply never parses.
     assert answered["judge_error"].startswith("no verdict after 3 attempt"), answered["judge_error"]

@@ -34,7 +34,7 @@ def test_a_random_model_reply_is_a_judge_error_never_a_success(tiny_model, opena
     assert judge.calls == 2
     assert score.reward == 0.0
     assert score.verdicts == []
-    assert (score.judge_name, score.judge_version) == (f"llm:{tiny_model}", "rubric-v1")
+    assert (score.judge_name, score.judge_version) == (f"llm:{tiny_model}", "rubric-v2")
     # The server answered both times (no API error): its random reply failed strict parsing.
     assert score.judge_error.startswith("no verdict after 2 attempt(s); last: bad reply: "), (
         score.judge_error

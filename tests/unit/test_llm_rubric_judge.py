@@ -319,6 +319,44 @@ def test_no_final_answer_scores_zero_without_asking_the_model(final_answer):
     assert all(not v["satisfied"] and v["rationale"] == "no final answer" for v in score.verdicts)
 
 
+def test_an_over_long_answer_scores_zero_without_asking_the_model():
+    # The definite answer has 13 characters: the limit is max(2 x 13, 13 + 150) = 163.
+    page_dump = "Kettle shop Home Kettles Blue Enamel Kettle $24.99 1.7 L " * 4
+    assert len(page_dump) > 163
+    made = judge([completion(reply("all_satisfied.json"))])
+    score = run(made.score(TASK, {**TRAJECTORY, "final_answer": page_dump}, [image("JPEG")]))
+    assert made.calls == 0 and made._client.requests == []
+    assert score.reward == 0.0 and score.judge_error is None
+    assert len(score.verdicts) == 5 and not any(v["satisfied"] for v in score.verdicts)
+    assert {v["rationale"] for v in score.verdicts} == {
+        f"answer refused by the length rule: the answer has {len(page_dump.strip())} characters, "
+        "over the limit of 163 (max(2 x 13, 13 + 150) for a definite answer of 13)"
+    }
+
+
+def test_an_answer_at_the_length_limit_is_judged_by_the_model():
+    answer = "The blue enamel kettle costs $24.99 and holds 1.7 L. ".ljust(163, ".")
+    made = judge([completion(reply("all_satisfied.json"))])
+    score = run(made.score(TASK, {**TRAJECTORY, "final_answer": answer}, []))
+    assert made.calls == 1 and score.reward == 1.0
+
+
+def test_without_a_reference_there_is_no_length_limit():
+    no_reference_reply = {**json.loads(reply("all_satisfied.json")), "matches_reference": None}
+    made = judge([completion(json.dumps(no_reference_reply))])
+    trajectory = {**TRAJECTORY, "final_answer": "$24.99, 1.7 L. " * 100}
+    score = run(made.score(no_reference(), trajectory, []))
+    assert made.calls == 1 and score.reward == 1.0
+
+
+def test_the_prompt_fails_answers_that_hedge_over_candidates():
+    made = judge([completion(reply("all_satisfied.json"))])
+    run(made.score(TASK, TRAJECTORY, []))
+    system = made._client.requests[0]["messages"][0]["content"]
+    assert "hedges over several candidates" in system
+    assert "every fact is not satisfied and matches_reference is false" in system
+
+
 def test_a_rubric_with_duplicate_group_ids_is_a_judge_error_without_a_call():
     task = copy.deepcopy(TASK)
     task["evaluator_reference"][1]["id"] = "g1"
@@ -340,7 +378,7 @@ def test_garbage_then_a_valid_reply_succeeds_after_two_calls(caplog):
         score = run(made.score(TASK, TRAJECTORY, [image("JPEG")]))
     assert made.calls == 2
     assert score.reward == 1.0 and score.judge_error is None
-    assert (score.judge_name, score.judge_version) == ("llm:judge-model", "rubric-v1")
+    assert (score.judge_name, score.judge_version) == ("llm:judge-model", "rubric-v2")
     (retry,) = caplog.records
     assert retry.levelno == logging.WARNING and "attempt 1/3 failed" in retry.getMessage()
 
@@ -351,7 +389,7 @@ def test_garbage_every_time_is_a_judge_error_after_max_attempts():
     assert made.calls == 4
     assert score.reward == 0.0 and score.verdicts == []
     assert score.judge_error.startswith("no verdict after 4 attempt(s); last: bad reply: reply is")
-    assert (score.judge_name, score.judge_version) == ("llm:judge-model", "rubric-v1")
+    assert (score.judge_name, score.judge_version) == ("llm:judge-model", "rubric-v2")
 
 
 @pytest.mark.parametrize("name", ["empty.txt", "truncated.txt"])
