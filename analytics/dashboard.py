@@ -115,13 +115,14 @@ def _success_curve(views: list[EpisodeView]) -> list[list[float]]:
 
 
 def _by_version(views: list[EpisodeView]) -> list[dict[str, Any]]:
-    """Success per policy version (an episode counts for the newest version that acted in it)."""
+    """Success per policy version (an episode counts for the newest version that acted in it;
+    one where only backends without weights acted counts for none)."""
     judged: Counter = Counter()
     successes: Counter = Counter()
     for view in views:
-        if view.state != "judged":
+        if view.state != "judged" or not view.policy_versions:
             continue
-        version = max(view.policy_versions) if view.policy_versions else 0
+        version = max(view.policy_versions)
         judged[version] += 1
         successes[version] += view.success
     return [

@@ -156,7 +156,8 @@ class EpisodeFold:
     def _inferences(self, view: EpisodeView, record: dict[str, Any]) -> None:
         view.inferences += 1
         view.parse_errors += record.get("parse_error") is not None
-        view.policy_versions.add(record["policy_version"])
+        if record["policy_version"] is not None:  # None: a backend without weights acted
+            view.policy_versions.add(record["policy_version"])
 
     def _trajectories_scored(self, view: EpisodeView, record: dict[str, Any]) -> None:
         view.task_id = record["task_id"]

@@ -11,7 +11,9 @@ Definitions (the table and the JSON use the same names):
 - *judged*: the episode's scored trajectory is in the log; *succeeded*: its trajectory is on
   ``trajectories.success`` (reward 1, not aborted, no judge error, not blocked). Success rates are
   succeeded / judged, grouped by the task's domain, difficulty, site, and by the newest policy
-  version that served a step of the episode.
+  version whose weights served a step of the episode ("-" when none did: the steps came from
+  backends without weights, scripted, heuristic or latency-model, whose inferences name no
+  version).
 - *steps*: policy steps, one per ``inferences`` event; *parse-error rate*: inferences whose reply
   did not parse / inferences. *Repetition rate*: steps of judged trajectories marked ``repeated``
   (the action left the screen unchanged) / steps of judged trajectories.
@@ -33,8 +35,9 @@ Definitions (the table and the JSON use the same names):
   ceil(p / 100 × n) (1-based): always a measured value.
 - *policy lag* of an inference: the newest version announced on ``policy.versions`` at or before
   the inference's ``ts`` (or the inference's own, if newer) minus the inference's
-  ``policy_version``. ``policy.versions`` is compacted: only the last announcement per policy name
-  is certain to remain, so older history may be missing.
+  ``policy_version``; inferences that name no version (backends without weights) have no lag
+  and are counted apart (``without_version``). ``policy.versions`` is compacted: only the last
+  announcement per policy name is certain to remain, so older history may be missing.
 - *dead letters*: records on ``dlq``, by source topic and error class (with a run filter: those
   whose original key is an episode of the run).
 """
@@ -127,7 +130,8 @@ class RunStats:
         self.service: dict[str, list[float]] = defaultdict(list)
         self.steps_ts: list[int] = []  # producer ts of each inference
         self.ended_ts: list[int] = []  # producer ts of each episode end
-        self.inferences: list[tuple[int, int]] = []  # (ts, policy_version)
+        self.inferences: list[tuple[int, int]] = []  # (ts, policy_version) of versioned ones
+        self.inferences_without_version = 0  # from backends without weights
         self.parse_errors = 0
         self.trajectory_steps: dict[str, tuple[int, int]] = {}  # episode -> (steps, repeated)
         self.announcements: list[tuple[int, int]] = []  # (ts, policy_version)
@@ -258,7 +262,10 @@ class RunStats:
     def _inferences(self, episode_id: str, record: dict[str, Any], log_ts: int | None) -> None:
         step, ts = record["step"], record["ts"]
         self.steps_ts.append(ts)
-        self.inferences.append((ts, record["policy_version"]))
+        if record["policy_version"] is None:
+            self.inferences_without_version += 1
+        else:
+            self.inferences.append((ts, record["policy_version"]))
         self.service["model"].append(record["latency_ms"])
         self._model_ms[(episode_id, step)] = record["latency_ms"]
         action = record.get("action")
@@ -388,6 +395,7 @@ class RunStats:
             "by_policy_version": {
                 str(k): n for k, n in sorted(Counter(v for _, v in self.inferences).items())
             },
+            "without_version": self.inferences_without_version,
         }
 
 

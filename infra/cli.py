@@ -510,6 +510,30 @@ def worker_policy(
         ),
     ] = None,
     max_new_tokens: Annotated[int, typer.Option(min=1, help="reply length limit")] = 512,
+    temperature: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0,
+            help="local, vllm, openai: sampling temperature, 0 = greedy (default: "
+            "WEBGYM_POLICY_TEMPERATURE, 0); recorded on every inference event",
+        ),
+    ] = None,
+    top_p: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help="local, vllm, openai: nucleus sampling mass above temperature 0, 1 = no cut "
+            "(default: WEBGYM_POLICY_TOP_P, 1); recorded on every inference event",
+        ),
+    ] = None,
+    base_model: Annotated[
+        str | None,
+        typer.Option(
+            help="local, vllm, openai: the base model published versions must be trained from "
+            "(the learner's --model); versions of another base are refused (default: --model)",
+        ),
+    ] = None,
     device: Annotated[str, typer.Option(help="local backend device: cpu, cuda")] = "cpu",
     error_rate: Annotated[
         float, typer.Option(min=0.0, max=1.0, help="scripted: share of steps that go wrong")
@@ -554,7 +578,9 @@ def worker_policy(
 
     Every reply is parsed strictly (Thought / Action / <tool_call> / Memory). New versions on
     webgym.policy.versions are fetched from MinIO, verified by sha256 and swapped in between
-    batches. Build a tiny test model with `webgym model tiny DIR`; `--backend scripted` solves
+    batches (a failed swap is retried; the last good version keeps serving); versions trained
+    from another base model are refused. Replies are greedy unless --temperature is above 0.
+    Build a tiny test model with `webgym model tiny DIR`; `--backend scripted` solves
     practice-web tasks from their ground truth. `--backend latency-model` is the rollout
     benchmark's policy: scripted steps, each held for a lognormal VLM-like inference time, answering
     at a drawn step; `--sync-batch 32` steps batches of 32 episodes in lock-step. A backend call
@@ -563,6 +589,7 @@ def worker_policy(
     from agents.policy.main import (
         BackendOptions,
         backend_factory,
+        base_model_of,
         run_policy_worker,
         serving_shape,
     )
@@ -572,14 +599,17 @@ def worker_policy(
     if infer_timeout is not None and infer_timeout <= 0:
         raise SettingsError(f"--infer-timeout must be more than 0 seconds, got {infer_timeout:g}")
     options = BackendOptions(
-        backend,
-        model,
-        base_url,
-        max_new_tokens,
-        device,
-        error_rate,
-        sites_count,
-        sites_seed,
+        backend=backend,
+        model=model,
+        base_url=base_url,
+        max_new_tokens=max_new_tokens,
+        device=device,
+        error_rate=error_rate,
+        sites_count=sites_count,
+        sites_seed=sites_seed,
+        temperature=settings.policy_temperature if temperature is None else temperature,
+        top_p=settings.policy_top_p if top_p is None else top_p,
+        base_model=base_model or "",
         latency_median_s=latency_median,
         latency_sigma=latency_sigma,
         workload_seed=workload_seed,
@@ -599,6 +629,7 @@ def worker_policy(
         batch_size=batch_size,
         concurrency=concurrency,
         infer_timeout_s=infer_timeout,
+        base_model=base_model_of(options),
     )
     run_policy_worker(settings, config, factory)
 

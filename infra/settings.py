@@ -88,6 +88,19 @@ class Settings(BaseSettings):
         "an error inference (the episode asks again, within parse_error_budget) and the late "
         "reply is dropped. Keep it below episode_lease_s, or the lease aborts first",
     )
+    policy_temperature: float = Field(
+        0.0,
+        ge=0,
+        description="sampling temperature of model backends (0: greedy); exploration for "
+        "on-policy data. Evaluation stays greedy whatever this says",
+    )
+    policy_top_p: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description="nucleus (top-p) sampling mass of model backends when the temperature is "
+        "above 0 (1: the whole distribution)",
+    )
 
     # Stream processors (the Faust app in streams/)
     horizons: dict[str, int] = Field(

@@ -8,9 +8,11 @@ the learner needs to resume (optimiser state), written before the version. Guara
   every file before the manifest, and writes the ``policy_version`` event only after the manifest
   is stored and acknowledged, so an event never points at partial weights;
 - :func:`fetch_weights` returns a directory only if the manifest's sha256 matches the event and
-  every file matches the manifest; anything else raises :class:`WeightsRejected` and leaves
-  nothing behind. The local copy is named after the manifest's sha256 too, so two stores that
-  both hold a ``v1`` never share a cached copy;
+  every file matches the manifest, and the manifest names the base model the event names;
+  anything else raises :class:`WeightsRejected` and leaves nothing behind. The local copy is
+  named after the manifest's sha256 too (``<name>/v<N>-<sha256[:16]>``), so two stores that both
+  hold a ``v1`` never share a cached copy, and :func:`fetched_version` tells from the directory
+  alone which version it holds (a stable identity across processes and hosts);
 - the versions topic is the truth about what is published: :func:`latest_announced` reads it, and
   objects of a version no event announces are leftovers of an interrupted upload
   (:func:`remove_unannounced`).
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -37,6 +40,7 @@ from infra.settings import Settings
 
 MANIFEST = "manifest.json"
 STATE_ROOT = "learner-state"
+_FETCHED = re.compile(r"^v(\d+)-([0-9a-f]{16})$")
 
 
 class WeightsRejected(RuntimeError):
@@ -62,6 +66,29 @@ class Manifest:
         fields = json.loads(data)
         known = {k: v for k, v in fields.items() if k in cls.__dataclass_fields__}
         return cls(**known)
+
+
+@dataclass(frozen=True)
+class FetchedVersion:
+    """The version a directory :func:`fetch_weights` returned holds, read from its path."""
+
+    policy_name: str
+    version: int
+    manifest_sha256: str  # its first 16 hex digits
+
+    @property
+    def adapter_name(self) -> str:
+        """A name for this version that is the same in every process and on every host (the
+        manifest digest tells two stores' ``v<N>`` apart), as servers name loaded adapters."""
+        return f"{self.policy_name}-v{self.version}-{self.manifest_sha256[:8]}"
+
+
+def fetched_version(path: Path) -> FetchedVersion | None:
+    """Which version ``path`` holds, if it is a directory :func:`fetch_weights` returned."""
+    match = _FETCHED.match(Path(path).name)
+    if match is None:
+        return None
+    return FetchedVersion(Path(path).parent.name, int(match.group(1)), match.group(2))
 
 
 def version_prefix(policy_name: str, version: int) -> str:
@@ -158,6 +185,11 @@ def fetch_weights(client: Minio, event: dict[str, Any], destination: Path) -> Pa
             f"{_sha256(manifest_bytes)}, the version event says {event['manifest_sha256']}"
         )
     manifest = json.loads(manifest_bytes)
+    if "base_model" in event and manifest.get("base_model") != event["base_model"]:
+        raise WeightsRejected(
+            f"manifest of {event['policy_name']} v{event['policy_version']} names base model "
+            f"{manifest.get('base_model')!r}, the version event says {event['base_model']!r}"
+        )
     name = f"v{event['policy_version']}-{event['manifest_sha256'][:16]}"
     target = destination / event["policy_name"] / name
     if target.exists():

@@ -10,7 +10,12 @@ a GPU (bf16 weights, bf16 autocast, optional gradient checkpointing). Guarantees
   (``adapter_config.json`` + ``adapter_model.safetensors``, which vLLM serves as a LoRA adapter and
   the local backend merges), or a whole checkpoint (safetensors, config and processor files);
 - :meth:`Trainer.optimizer_state` / the ``optimizer_state`` argument carry the optimiser across
-  a restart, so a resumed learner continues the same optimisation.
+  a restart, so a resumed learner continues the same optimisation;
+- trainable weights stored in less than float32 (full fine-tuning in bf16) are optimised as
+  float32 *master* copies (:class:`MasterWeights`): the model's bf16 weights are the masters
+  rounded after every step, so updates far below a bf16 weight's resolution (lr 1e-5 on weights
+  of about 1e-2, where bf16 resolves about 1e-4) accumulate instead of being rounded away. The
+  masters travel with the optimiser state. LoRA adapters are float32 already (peft keeps them so).
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ class TrainerConfig:
     max_grad_norm: float = 1.0
     device: str = "cpu"
     gradient_checkpointing: bool = False
+    # Weights' dtype: "bfloat16" or "float32"; None: bf16 on a GPU, float32 on CPUs (slow at bf16).
+    dtype: str | None = None
 
     @property
     def lora(self) -> bool:
@@ -57,7 +64,10 @@ class Trainer:
         self.config = config
         self.processor = AutoProcessor.from_pretrained(config.model)
         on_gpu = config.device.startswith("cuda")
-        self.dtype = torch.bfloat16 if on_gpu else torch.float32  # CPUs are slow at bf16
+        if config.dtype not in (None, "bfloat16", "float32"):
+            raise ValueError(f"dtype must be bfloat16 or float32, not {config.dtype!r}")
+        default = torch.bfloat16 if on_gpu else torch.float32  # CPUs are slow at bf16
+        self.dtype = getattr(torch, config.dtype) if config.dtype else default
         start = config.model if config.lora or weights is None else str(weights)
         model = AutoModelForImageTextToText.from_pretrained(start, dtype=self.dtype)
         if config.lora:
@@ -82,13 +92,16 @@ class Trainer:
         parameters = [p for p in self.model.parameters() if p.requires_grad]
         if not parameters:
             raise ValueError(f"{config.model} has no trainable parameters in this configuration")
+        self.masters = MasterWeights(parameters)
         self.optimizer = torch.optim.AdamW(
-            parameters, lr=config.learning_rate, weight_decay=config.weight_decay
+            self.masters.optimised, lr=config.learning_rate, weight_decay=config.weight_decay
         )
         if optimizer_state is not None:
-            self.optimizer.load_state_dict(
-                torch.load(io.BytesIO(optimizer_state), map_location=config.device)
-            )
+            state = torch.load(io.BytesIO(optimizer_state), map_location=config.device)
+            if "master_weights" in state:
+                self.masters.load(state["master_weights"])
+                state = state["optimizer"]
+            self.optimizer.load_state_dict(state)
 
     def trainable_parameters(self) -> int:
         return sum(p.numel() for p in self.model.parameters() if p.requires_grad)
@@ -98,16 +111,17 @@ class Trainer:
         if not samples:
             raise ValueError("an optimiser step needs at least one sample")
         self.optimizer.zero_grad(set_to_none=True)
+        self.model.zero_grad(set_to_none=True)
         total = 0.0
         for sample in samples:
             with self._autocast():
                 loss = reply_loss(self.model, self.processor, sample)
             (loss / len(samples)).backward()
+            self.masters.accumulate_gradients()  # summed in float32, not in bf16
             total += float(loss.detach())
-        torch.nn.utils.clip_grad_norm_(
-            [p for p in self.model.parameters() if p.requires_grad], self.config.max_grad_norm
-        )
+        torch.nn.utils.clip_grad_norm_(self.masters.optimised, self.config.max_grad_norm)
         self.optimizer.step()
+        self.masters.copy_to_model()
         return total / len(samples)
 
     @torch.no_grad()
@@ -130,14 +144,65 @@ class Trainer:
             self.processor.save_pretrained(directory)  # a whole checkpoint a worker can load
 
     def optimizer_state(self) -> bytes:
+        state = self.optimizer.state_dict()
+        if self.masters.pairs:  # the published bf16 weights lose what the masters hold
+            state = {"optimizer": state, "master_weights": self.masters.state()}
         buffer = io.BytesIO()
-        torch.save(self.optimizer.state_dict(), buffer)
+        torch.save(state, buffer)
         return buffer.getvalue()
 
     def _autocast(self) -> Any:
         if self.config.device.startswith("cuda"):
             return torch.autocast("cuda", dtype=torch.bfloat16)
         return contextlib.nullcontext()
+
+
+class MasterWeights:
+    """float32 master copies of the trainable parameters stored in less precision.
+
+    ``optimised`` is what the optimiser steps, in the order of the parameters given: the
+    float32 parameters themselves, and a float32 master for each other one. Gradients are moved
+    into the masters' after each backward pass (:meth:`accumulate_gradients`), and the model's
+    weights are refreshed from the masters after each step (:meth:`copy_to_model`).
+    """
+
+    def __init__(self, parameters: list[torch.nn.Parameter]):
+        self.pairs: list[tuple[torch.nn.Parameter, torch.Tensor]] = []
+        self.optimised: list[torch.Tensor] = []
+        for parameter in parameters:
+            if parameter.dtype == torch.float32:
+                self.optimised.append(parameter)
+                continue
+            master = parameter.detach().float().clone().requires_grad_(True)
+            self.pairs.append((parameter, master))
+            self.optimised.append(master)
+
+    @torch.no_grad()
+    def accumulate_gradients(self) -> None:
+        for parameter, master in self.pairs:
+            if parameter.grad is None:
+                continue
+            if master.grad is None:
+                master.grad = parameter.grad.float()
+            else:
+                master.grad += parameter.grad.float()
+            parameter.grad = None
+
+    @torch.no_grad()
+    def copy_to_model(self) -> None:
+        for parameter, master in self.pairs:
+            parameter.copy_(master)  # rounds to the parameter's dtype
+
+    def state(self) -> list[torch.Tensor]:
+        return [master.detach().clone() for _, master in self.pairs]
+
+    @torch.no_grad()
+    def load(self, masters: list[torch.Tensor]) -> None:
+        if len(masters) != len(self.pairs):
+            raise ValueError(f"{len(masters)} master weights saved for {len(self.pairs)}")
+        for (_, master), saved in zip(self.pairs, masters, strict=True):
+            master.copy_(saved)
+        self.copy_to_model()
 
 
 def _language_model_targets(model: Any) -> list[str]:

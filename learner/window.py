@@ -40,7 +40,13 @@ def sample_key(sample: Sample) -> str:
 
 
 def is_stale(policy_version: int | None, current: int, max_staleness: int) -> bool:
-    return (policy_version or 0) < current - max_staleness
+    """Whether a sample of ``policy_version`` is too far behind ``current`` to train on.
+
+    A sample with no learner version (a teacher: scripted, heuristic) is never stale: the warm
+    start trains on it by design, whatever version the learner has reached."""
+    if policy_version is None:
+        return False
+    return policy_version < current - max_staleness
 
 
 class SampleWindow:

@@ -227,8 +227,9 @@ def on_inference(
             ],
         }
     )
-    if inference["policy_version"] not in state["policy_versions"]:
-        state["policy_versions"] = sorted([*state["policy_versions"], inference["policy_version"]])
+    version = inference["policy_version"]  # None: a backend without learner weights
+    if version is not None and version not in state["policy_versions"]:
+        state["policy_versions"] = sorted([*state["policy_versions"], version])
     state["policy_version"] = inference["policy_version"]
     state["lease_ts"] = now_ms
     if action is None:

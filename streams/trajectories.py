@@ -3,8 +3,10 @@
 The trajectory is the fold of the episode's steps: for every inference the orchestrator applied,
 in step order, the observation the policy saw (event id and its exact place in
 ``webgym.observations``: partition and offset, so replay, judges and the learner can fetch the
-screenshot), the inference event, the action or the parse error, the policy version. Pure and
-deterministic: the same state gives the same event (id ``<episode_id>:trajectory``).
+screenshot), the inference event, the action or the parse error, the policy version (None for
+a step of a backend that uses no weights). Pure and deterministic: the same state gives the same
+event (id ``<episode_id>:trajectory``). ``policy_versions`` lists the versions whose weights
+acted in the episode; steps without a version add none.
 
 Repetition filter (the paper's): a step whose screenshot equals the next one (its action left
 the screen unchanged) is marked ``repeated``. A step is ``trainable`` when its reply parsed into
@@ -56,7 +58,7 @@ def assemble(state: dict[str, Any]) -> dict[str, Any]:
         "termination": end.get("reason", ""),
         "aborted": end.get("kind") == "aborted",
         "final_answer": end.get("final_answer"),
-        "policy_versions": state.get("policy_versions", []),
+        "policy_versions": [v for v in state.get("policy_versions", []) if v is not None],
         "website": state.get("website", ""),
         "difficulty": state.get("difficulty", ""),
         "horizon": state.get("horizon") or 0,

@@ -13,8 +13,10 @@ from pathlib import Path
 
 from rich.console import Console
 
+from agents.policy.backends import Sampling
 from agents.policy.worker import BackendFactory, PolicyWorker, PolicyWorkerConfig
 from infra.settings import Settings
+from infra.weights import WeightsRejected
 
 BACKENDS = ("local", "openai", "vllm", "scripted", "heuristic", "latency-model")
 # latency-model: one request per backend call, so one slow draw never delays another episode's
@@ -38,6 +40,16 @@ class BackendOptions:
     horizons: dict[str, int] | None = None  # None: the workload's (easy 10, medium 20, hard 30)
     sync_batch: int = 0  # latency-model: lock-step batches of this many episodes; 0 = async
     sync_timeout_s: float = 60.0
+    temperature: float = 0.0  # model backends: 0 = greedy
+    top_p: float = 1.0  # model backends: nucleus sampling mass, 1 = no cut
+    base_model: str = ""  # model backends: what versions must be trained from; "" = `model`
+
+
+def base_model_of(options: BackendOptions) -> str | None:
+    """The base model a worker with these options serves (None: a backend without weights)."""
+    if options.backend in ("scripted", "latency-model", "heuristic"):
+        return None
+    return options.base_model or options.model
 
 
 def backend_factory(options: BackendOptions) -> BackendFactory:
@@ -73,10 +85,13 @@ def backend_factory(options: BackendOptions) -> BackendFactory:
         raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     if not model:
         raise ValueError("--model is required: a checkpoint directory or a served model name")
+    sampling = {"temperature": options.temperature, "top_p": options.top_p}
+    Sampling(**sampling)  # out-of-range values are refused now, before a model loads
     if backend == "vllm":
         from agents.policy.backends.vllm_inprocess import VLLMBackend
 
-        engine = VLLMBackend(model, max_new_tokens=max_new_tokens)
+        # Every version's backend shares this one engine; any of them can swap in the next.
+        engine = VLLMBackend(model, max_new_tokens=max_new_tokens, **sampling)
         return engine.with_weights
     if backend == "local":
         from agents.policy.backends.local import LocalBackend
@@ -85,19 +100,31 @@ def backend_factory(options: BackendOptions) -> BackendFactory:
             adapter = weights if weights and (weights / "adapter_config.json").exists() else None
             checkpoint = Path(model) if weights is None or adapter else weights
             return LocalBackend(
-                checkpoint, device=device, max_new_tokens=max_new_tokens, adapter=adapter
+                checkpoint,
+                device=device,
+                max_new_tokens=max_new_tokens,
+                adapter=adapter,
+                **sampling,
             )
 
         return local
     if backend == "openai":
-        from agents.policy.backends.openai_http import OpenAIBackend
+        from agents.policy.backends.openai_http import LoraAdapters, OpenAIBackend
 
         if not base_url:
             raise ValueError("--backend openai needs --base-url (e.g. http://127.0.0.1:8000/v1)")
+        base = OpenAIBackend(base_url, model, max_tokens=max_new_tokens, **sampling)
+        adapters = LoraAdapters(base_url)
 
         def remote(weights: Path | None) -> OpenAIBackend:
-            # The server owns its weights (vLLM reloads LoRA adapters itself); same client.
-            return OpenAIBackend(base_url, model, max_tokens=max_new_tokens)
+            if weights is None:
+                return base
+            if not (weights / "adapter_config.json").exists():
+                raise WeightsRejected(
+                    f"{weights.name} holds full weights; a server cannot load them at run time: "
+                    f"restart `vllm serve {weights}`, or serve it with --backend vllm or local"
+                )
+            return base.serving(adapters.load(weights))  # the server loads it; we name it
 
         return remote
     raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
@@ -148,9 +175,14 @@ def run_policy_worker(
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     worker = PolicyWorker(settings, config, factory)
+    following = (
+        f"versions of {config.policy_name} trained from {config.base_model}"
+        if worker.serving.version is not None
+        else "no versions (this backend uses no weights)"
+    )
     console.print(
-        f"policy worker ({config.backend_name}, policy {config.policy_name}) in group "
-        f"[bold]{config.group_id}[/] on {settings.bootstrap_servers}, backend calls limited to "
+        f"policy worker ({config.backend_name}) in group [bold]{config.group_id}[/] on "
+        f"{settings.bootstrap_servers}, serving {following}; backend calls limited to "
         f"{worker.infer_timeout_s:g} s. Ctrl-C to stop."
     )
     if worker.infer_timeout_s >= settings.episode_lease_s:
@@ -160,4 +192,4 @@ def run_policy_worker(
             "asked again. Lower --infer-timeout or raise WEBGYM_EPISODE_LEASE_S.[/]"
         )
     worker.run(stop)
-    console.print(f"stopped: {worker.stats}")
+    console.print(f"stopped: {worker.status()}")

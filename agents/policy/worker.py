@@ -9,10 +9,18 @@ its screenshots; after that it is answered with an error inference rather than s
 
 Requests are served in batches on a backend (local ``transformers``, OpenAI-compatible HTTP, ...).
 Every reply is parsed strictly; a reply that does not parse is recorded with its parse error.
-Every event names the policy version that produced it. A separate reader follows
-``policy.versions``: a newer version of ``policy_name`` is fetched from object storage, verified
-(sha256 of the manifest and of every file) and swapped in between batches; a version that fails
-verification is refused with a logged error and the current one keeps serving.
+Every event names the policy version whose weights produced it (0: the base model), with the
+temperature and top-p it was drawn with; a backend that uses no weights (scripted, heuristic,
+latency-model) names none, follows no versions, and records no sampling.
+
+Versions (:mod:`agents.policy.versions`): a separate thread follows ``policy.versions``; a newer
+version of ``policy_name`` is fetched from object storage, verified (sha256 of the manifest and
+of every file) and swapped in between backend calls: running calls finish on the version they
+started with, new ones wait while the new backend is built. A version whose weights fail
+verification, or that was trained from another base model than ``base_model``, is refused with
+a logged error; any other failure is logged, counted and retried with backoff, and the last good
+version keeps serving. :meth:`PolicyWorker.status` (logged every ``status_every_s``) says which
+version serves (``serving_version``) and how many swaps failed (``swap_failures``).
 
 A backend call gets ``infer_timeout_s`` (``policy_infer_timeout_s``). A failing call, or one
 with no answer in time, is answered with one error inference per request (``backend error:
@@ -57,6 +65,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Top
 
 from agents.policy.backends import ChatRequest, Generation
 from agents.policy.parser import BACKEND_ERROR, ParsedReply, parse_reply
+from agents.policy.versions import ServingGate, VersionFollower
 from infra.consumer import build_consumer, drain
 from infra.dead_letters import DeadLetterRouter, OutOfOrderStep
 from infra.objects import build_minio
@@ -64,7 +73,7 @@ from infra.offsets import OffsetTracker
 from infra.producer import EventProducer, now_ms
 from infra.settings import Settings
 from infra.step_reference import StepReference
-from infra.weights import WeightsRejected, fetch_weights
+from infra.weights import fetch_weights
 from schemas.serde import EventDecodeError, SchemaCatalog, default_catalog
 
 log = logging.getLogger(__name__)
@@ -76,9 +85,15 @@ CACHE_IMAGES = 2048
 class Backend(Protocol):
     """``generate`` answers every request, in order. A backend whose class sets
     ``cancellable = True`` takes ``generate(requests, cancelled=event)`` and returns soon after
-    the event is set (its replies are then dropped)."""
+    the event is set (its replies are then dropped). One whose class sets ``uses_weights =
+    False`` serves no policy version (a backend that does not say serves the weights it was
+    built with)."""
 
     def generate(self, requests: list[ChatRequest]) -> list[Generation]: ...
+
+
+def uses_weights(backend: Backend) -> bool:
+    return getattr(backend, "uses_weights", True)
 
 
 BackendFactory = Callable[[Path | None], Backend]  # weights dir of a version, None = the base
@@ -94,6 +109,11 @@ class PolicyWorkerConfig:
     concurrency: int = 1  # batches in flight at once
     image_wait_s: float = 10.0
     infer_timeout_s: float | None = None  # a backend call's limit; None: the settings' value
+    # The model versions must be trained from (the manifest's base model); None: not checked.
+    base_model: str | None = None
+    swap_retry_s: float = 1.0  # a failed swap is tried again after this, doubling up to the max
+    swap_retry_max_s: float = 60.0
+    status_every_s: float = 60.0  # how often the worker logs its status
 
 
 @dataclass
@@ -107,7 +127,7 @@ class Pending:
 @dataclass
 class ServingVersion:
     backend: Backend
-    version: int  # 0 = the base model, before any published version
+    version: int | None  # 0 = the base model, before any published version; None: no weights
 
 
 class InferTimeout(Exception):
@@ -222,9 +242,15 @@ class PolicyWorker:
             "versions_refused": 0,
             "timeouts": 0,  # backend calls answered with errors after infer_timeout_s
             "late_replies_dropped": 0,  # timed-out calls that returned afterwards
+            "serving_version": None,  # None: a backend that uses no weights
+            "swap_failures": 0,  # swaps that failed for a reason other than a refusal
+            "last_swap_error": None,
         }
-        self.serving = ServingVersion(backend_factory(None), 0)
+        base = backend_factory(None)
+        self.serving = ServingVersion(base, 0 if uses_weights(base) else None)
+        self.stats["serving_version"] = self.serving.version
         self._serving_lock = threading.Lock()
+        self._gate = ServingGate()
         self._finished: queue.SimpleQueue[tuple[tuple[str, int], int]] = queue.SimpleQueue()
         self._fatal: BaseException | None = None
         self._abandoned: set[BackendCall] = set()  # timed out, still running: slots held
@@ -251,14 +277,26 @@ class PolicyWorker:
         consumer.subscribe(list(self.topics), on_assign=self._on_assign, on_revoke=self._on_revoke)
         follower_stop = threading.Event()
         follower = threading.Thread(
-            target=self._follow_versions, args=(follower_stop,), daemon=True
+            target=self._follow_versions, args=(follower_stop,), name="versions", daemon=True
         )
-        follower.start()
+        if self.serving.version is None:
+            log.info(
+                "backend %s uses no weights: its inferences name no policy version, and versions "
+                "of %s are not followed",
+                self.config.backend_name,
+                self.config.policy_name,
+            )
+        else:
+            follower.start()
         pending: list[Pending] = []
         in_flight: list[Any] = []
+        status_logged = time.monotonic()
         with ThreadPoolExecutor(max_workers=self.config.concurrency) as pool:
             try:
                 while not stop.is_set() and self._fatal is None:
+                    if time.monotonic() - status_logged >= self.config.status_every_s:
+                        status_logged = time.monotonic()
+                        log.info("status: %s", self.status())
                     for message in drain(consumer, 64, 0.05):
                         self._accept(message, pending)
                     for future in [f for f in in_flight if f.done()]:
@@ -279,9 +317,19 @@ class PolicyWorker:
                 self._store_finished(consumer)
                 consumer.close()
                 follower_stop.set()
-                follower.join(timeout=5)
+                if follower.is_alive():
+                    follower.join(timeout=5)
         if self._fatal is not None:
             raise self._fatal
+
+    def status(self) -> dict[str, Any]:
+        """What the worker serves and how it went: the version serving now (None: a backend
+        without weights), swaps that failed, versions refused, inference counts."""
+        return {
+            "policy_name": self.config.policy_name,
+            "backend": self.config.backend_name,
+            **self.stats,
+        }
 
     def _slot_free(self, serving: int) -> bool:
         """May another backend call start? A timed-out call keeps its slot until it returns."""
@@ -364,6 +412,13 @@ class PolicyWorker:
     def _serve(self, batch: list[Pending]) -> None:
         """Answer one batch, exactly one inference per request: a failing or timed-out backend
         call answers it with error inferences, never stalls."""
+        self._gate.enter()  # no swap between choosing the version and calling its backend
+        try:
+            self._serve_on(batch)
+        finally:
+            self._gate.leave()
+
+    def _serve_on(self, batch: list[Pending]) -> None:
         with self._serving_lock:
             serving = self.serving  # the version in force when the batch starts
         answerable = []
@@ -402,7 +457,12 @@ class PolicyWorker:
             self._emit(item, generation, serving, error)
 
     def _generate(self, backend: Backend, requests: list[ChatRequest]) -> list[Generation]:
-        call = BackendCall(backend, requests, on_return=self._call_returned)
+        self._gate.also()  # the call may outlive this batch (timed out): no swap under it
+        try:
+            call = BackendCall(backend, requests, on_return=self._call_returned)
+        except BaseException:
+            self._gate.leave()
+            raise
         try:
             return call.result(self.infer_timeout_s)
         except InferTimeout:
@@ -418,6 +478,7 @@ class PolicyWorker:
             if call in self._abandoned:
                 self._abandoned.discard(call)
                 self.stats["late_replies_dropped"] += 1
+        self._gate.leave()
 
     def _emit(
         self,
@@ -429,6 +490,7 @@ class PolicyWorker:
         record = item.record
         raw = generation.text if generation else ""
         parsed = parse_reply(raw) if generation else None
+        sampling = generation.sampling if generation else None
         event = {
             "event_id": f"{record['episode_id']}:{record['step']}:inference",
             "episode_id": record["episode_id"],
@@ -443,6 +505,8 @@ class PolicyWorker:
             "memory": parsed.memory if parsed else None,
             "token_ids": generation.token_ids if generation else [],
             "logprobs": generation.logprobs if generation else [],
+            "temperature": sampling.temperature if sampling else None,
+            "top_p": sampling.top_p if sampling else None,
             "latency_ms": generation.latency_ms if generation else 0.0,
             "backend": self.config.backend_name,
             "model": generation.model if generation else "",
@@ -491,7 +555,33 @@ class PolicyWorker:
     # -- versions -------------------------------------------------------------------------------
 
     def _follow_versions(self, stop: threading.Event) -> None:
-        """Read the compacted versions topic from the start; swap in newer verified versions."""
+        """Follow the compacted versions topic from the start until ``stop`` (see
+        :mod:`agents.policy.versions`); never ends on an error."""
+        weights_dir = self.settings.cache_dir / "weights"
+        clients: list[Any] = []  # built at the first fetch: MinIO may be down when we start
+
+        def fetch(event: dict[str, Any]) -> Path:
+            if not clients:
+                clients.append(build_minio(self.settings))
+            return fetch_weights(clients[0], event, weights_dir)
+
+        follower = VersionFollower(
+            self.config.policy_name,
+            self.config.base_model,
+            fetch,
+            self._install,
+            lambda: self.serving.version,
+            self.stats,
+            retry_s=self.config.swap_retry_s,
+            retry_max_s=self.config.swap_retry_max_s,
+        )
+        follower.follow(
+            stop,
+            self._open_versions_reader,
+            lambda value: self.catalog.decode(value, "policy_version").record,
+        )
+
+    def _open_versions_reader(self) -> Consumer:
         reader = Consumer(
             {
                 "bootstrap.servers": self.settings.bootstrap_servers,
@@ -501,37 +591,15 @@ class PolicyWorker:
             }
         )
         reader.assign([TopicPartition(self.settings.topic("policy.versions"), 0, OFFSET_BEGINNING)])
-        client = build_minio(self.settings)
-        weights_dir = self.settings.cache_dir / "weights"
-        try:
-            while not stop.is_set():
-                message = reader.poll(0.5)
-                if message is None or message.error():
-                    continue
-                try:
-                    event = self.catalog.decode(message.value(), "policy_version").record
-                except EventDecodeError as exc:
-                    log.warning("unreadable policy version record: %s", exc)
-                    continue
-                if event["policy_name"] != self.config.policy_name:
-                    continue
-                if event["policy_version"] <= self.serving.version:
-                    continue
-                try:
-                    path = fetch_weights(client, event, weights_dir)
-                    backend = self.backend_factory(path)
-                except WeightsRejected as exc:
-                    self.stats["versions_refused"] += 1
-                    log.error(
-                        "refused %s v%d, still serving v%d: %s",
-                        event["policy_name"],
-                        event["policy_version"],
-                        self.serving.version,
-                        exc,
-                    )
-                    continue
-                with self._serving_lock:
-                    self.serving = ServingVersion(backend, event["policy_version"])
-                log.info("now serving %s v%d", event["policy_name"], event["policy_version"])
-        finally:
-            reader.close()
+        return reader
+
+    def _install(self, weights: Path, version: int) -> None:
+        """Build the backend of ``weights`` and serve it as ``version``, with no backend call
+        running (a call that does not finish within the inference timeout fails the swap)."""
+        with self._gate.swap(self.infer_timeout_s):
+            backend = self.backend_factory(weights)
+            # A backend without weights ignored them: its replies stay attributed to no version.
+            served = version if uses_weights(backend) else None
+            with self._serving_lock:
+                self.serving = ServingVersion(backend, served)
+        self.stats["serving_version"] = served

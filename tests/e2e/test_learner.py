@@ -1,8 +1,9 @@
 """The online learner on the real stack: successes in, verified versions out, hot reload, resume.
 
 Scripted successes -> the learner trains the tiny Qwen-VL model -> v1 in MinIO with a valid
-manifest -> a ``webgym.policy.versions`` event -> the policy worker swaps it in -> later
-inference events carry it; the loss on the success samples goes down. And a learner killed at
+manifest -> a ``webgym.policy.versions`` event -> a policy worker on the model swaps the newest
+version in (the scripted worker uses no weights: its inferences name no version); the loss on
+the success samples goes down. And a learner killed at
 each point of its cycle, including in the middle of an upload, never announces partial weights
 and, across restarts, trains every sample exactly once.
 """
@@ -12,12 +13,16 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import sys
+import threading
+import time
 import uuid
 from collections import Counter
 
 import pytest
 from confluent_kafka import TopicPartition
 
+from agents.policy.main import BackendOptions, backend_factory
+from agents.policy.worker import PolicyWorker, PolicyWorkerConfig
 from infra.consumer import build_consumer
 from infra.local_run import Child, RunOptions, run_local, settings_env
 from infra.log_reader import read_topic
@@ -89,17 +94,27 @@ def test_successes_train_a_version_that_the_policy_worker_serves(run_settings, t
     first = versions[0]
     _check_manifest(run_settings, first, str(tiny_model))
 
-    # The policy worker swapped v1 in: inferences after its announcement carry it (the worker
-    # polls the versions topic every 0.5 s and verifies the files first; allow 2 s).
-    inferences = sorted(
-        (e.record for e in read_topic(run_settings, "inferences")), key=lambda r: r["ts"]
+    # The scripted policy uses no weights: no inference of it names a version, before or after
+    # the learner published.
+    inferences = [e.record for e in read_topic(run_settings, "inferences")]
+    assert inferences and all(r["policy_version"] is None for r in inferences)
+    # A policy worker on the model follows the versions and serves the newest one.
+    newest = versions[-1]["policy_version"]
+    factory = backend_factory(BackendOptions("local", model=str(tiny_model), max_new_tokens=2))
+    config = PolicyWorkerConfig(
+        backend_name="local", client_id=f"follow-{uuid.uuid4().hex[:6]}", base_model=str(tiny_model)
     )
-    assert inferences[0]["policy_version"] == 0
-    later = [r for r in inferences if r["ts"] > first["ts"] + 2000]
-    assert later, "the run ended before the learner published; nothing to check"
-    assert all(r["policy_version"] >= 1 for r in later)
-    served = [r["policy_version"] for r in inferences]
-    assert served == sorted(served)  # one worker: versions only go up
+    worker = PolicyWorker(run_settings, config, factory)
+    stop = threading.Event()
+    follower = threading.Thread(target=worker._follow_versions, args=(stop,), daemon=True)
+    follower.start()
+    deadline = time.monotonic() + 120
+    while worker.serving.version != newest:
+        assert time.monotonic() < deadline, f"v{newest} was never served: {worker.status()}"
+        time.sleep(0.2)
+    stop.set()
+    follower.join(10)
+    assert worker.status()["swap_failures"] == 0
 
     # The newest version's loss on the success samples is below the base model's.
     _, samples = _success_samples(run_settings)

@@ -51,9 +51,11 @@ def test_stale_samples_are_dropped_by_the_version_bound():
     window = SampleWindow(10, 5.0)
     for n, version in enumerate([0, 1, 2, 3, None]):
         window.add(_sample(n, version), 0, n)
-    assert window.drop_stale(current=4, max_staleness=2) == 3  # versions 0, 1 and None (= 0)
-    assert [e.sample.policy_version for e in window.entries()] == [2, 3]
+    assert window.drop_stale(current=4, max_staleness=2) == 2  # versions 0 and 1
+    # None: a teacher's sample, which the warm start trains on whatever the version.
+    assert [e.sample.policy_version for e in window.entries()] == [2, 3, None]
     assert is_stale(1, 4, 2) and not is_stale(2, 4, 2) and not is_stale(None, 0, 0)
+    assert not is_stale(None, 9, 2)  # a teacher's sample (no learner version) never goes stale
 
 
 def test_keys_name_the_episode_and_step():

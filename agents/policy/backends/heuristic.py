@@ -179,6 +179,7 @@ def _texts(message: dict[str, Any]) -> str:
 
 class HeuristicBackend:
     model = "heuristic-marks"
+    uses_weights = False  # its replies come from rules: no policy version produced them
 
     def generate(self, requests: list[ChatRequest]) -> list[Generation]:
         return [self._one(request) for request in requests]

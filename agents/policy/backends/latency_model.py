@@ -81,6 +81,7 @@ def batch_of(episode_id: str) -> str:
 
 class LatencyModelBackend:
     model = "latency-model"
+    uses_weights = False  # scripted replies: no policy version produced them
     cancellable = True  # generate(requests, cancelled=event): see the module docstring
 
     def __init__(

@@ -4,10 +4,13 @@ Guarantees:
 
 - `generate` returns one `Generation` per request, in request order.
 - Greedy (temperature 0) is deterministic: the same requests give the same tokens.
-- Sampling (temperature > 0) is reproducible: call number n of a backend built with `seed` draws
-  from `seed + n`, without touching the caller's global torch RNG.
+- Sampling (temperature > 0, optionally top-p) is reproducible: call number n of a backend built
+  with `seed` draws from `seed + n`, without touching the caller's global torch RNG. No top-k:
+  a checkpoint's own sampling defaults are switched off, so `temperature` and `top_p` alone say
+  how tokens were drawn (every `Generation` carries them).
 - `logprobs[i]` is the log-probability of `token_ids[i]` under the model's unmodified
-  distribution (temperature 1, no top-k/top-p), as vLLM reports raw log-probabilities.
+  distribution (temperature 1, no top-k/top-p), whatever temperature and top-p drew it, as vLLM
+  reports raw log-probabilities.
 - Thread-safe: calls are serialised by a lock, so `asyncio.to_thread(backend.generate, ...)`
   from several tasks is fine.
 - A LoRA adapter (a directory with `adapter_config.json`, as the learner publishes) is applied to
@@ -26,11 +29,13 @@ import torch
 from PIL import Image
 from transformers import AutoModelForImageTextToText, AutoProcessor, GenerationConfig
 
-from agents.policy.backends import ChatRequest, Generation
+from agents.policy.backends import ChatRequest, Generation, Sampling
 
 
 class LocalBackend:
     """Loads a processor and model from `checkpoint` and generates replies in batches."""
+
+    uses_weights = True
 
     def __init__(
         self,
@@ -40,11 +45,11 @@ class LocalBackend:
         temperature: float = 0.0,
         seed: int = 0,
         adapter: Path | None = None,
+        top_p: float = 1.0,
     ) -> None:
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        if temperature < 0:
-            raise ValueError(f"temperature must be >= 0 (0 means greedy), got {temperature}")
+        self.sampling = Sampling(temperature, top_p).effective
         self.checkpoint = Path(checkpoint)
         self.model_name = (adapter or self.checkpoint).name
         self.device = device
@@ -123,11 +128,16 @@ class LocalBackend:
             return_dict_in_generate=True,
             output_logits=True,  # raw logits, before temperature and filtering
         )
-        if self.temperature == 0:
+        if self.sampling.greedy:
             config.update(do_sample=False, temperature=None, top_k=None, top_p=None)
         else:
-            # Plain temperature sampling: a checkpoint's top-k/top-p defaults are switched off.
-            config.update(do_sample=True, temperature=self.temperature, top_k=0, top_p=1.0)
+            # Only our temperature and top-p: a checkpoint's own top-k default is switched off.
+            config.update(
+                do_sample=True,
+                temperature=self.sampling.temperature,
+                top_k=0,
+                top_p=self.sampling.top_p,
+            )
         return config
 
     def _generation(self, ids: list[int], logprobs: list[float], latency_ms: float) -> Generation:
@@ -135,7 +145,7 @@ class LocalBackend:
         end = next((i + 1 for i, t in enumerate(ids) if t in self._eos_ids), len(ids))
         ids, logprobs = ids[:end], logprobs[:end]
         text = self.processor.tokenizer.decode(ids, skip_special_tokens=True)
-        return Generation(text, ids, logprobs, latency_ms, self.model_name)
+        return Generation(text, ids, logprobs, latency_ms, self.model_name, self.sampling)
 
     def _rng_devices(self) -> list[int]:
         if self.device.startswith("cuda"):

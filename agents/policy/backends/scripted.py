@@ -25,6 +25,7 @@ WRONG_ANSWER = "I could not find the answer."
 
 class ScriptedBackend:
     model = "scripted"
+    uses_weights = False  # ground truth, not weights: no policy version produced its replies
 
     def __init__(self, tasks: Mapping[str, dict[str, Any]], error_rate: float = 0.0, seed: int = 0):
         if not 0.0 <= error_rate <= 1.0:
