@@ -35,6 +35,8 @@ from infra.topics import MIB, TOPICS
 from infra.weights import WeightsRejected
 from sites.cli import sites_app
 from tasks.cli import tasks_app
+from tasks.miniwob import DEFAULT_SEEDS as DEFAULT_MINIWOB_SEEDS
+from tasks.sets import TaskSetError, parse_weights
 
 console = Console()
 errors = Console(stderr=True)
@@ -73,6 +75,7 @@ KNOWN_ERRORS = (
     RunFailed,
     WeightsRejected,
     AnalyticsError,
+    TaskSetError,
 )
 
 
@@ -168,13 +171,36 @@ def run(
     episodes: Annotated[int, typer.Option(min=1, help="episodes to run (and judge)")] = 60,
     in_flight: Annotated[int, typer.Option(min=1, help="episodes kept in flight at once")] = 8,
     task_set: Annotated[
-        str, typer.Option("--tasks", help="practice-web (generated sites) or miniwob (MiniWoB++)")
-    ] = "practice-web",
+        str,
+        typer.Option(
+            "--task-set",
+            "--task-sets",
+            help="task sets to draw from, NAME or NAME=WEIGHT,... e.g. "
+            "miniwob/train=2,practice-web/seed-0=1; nothing else is drawn "
+            "(default: practice-web/seed-<--seed>)",
+        ),
+    ] = "",
+    tasks: Annotated[
+        str,
+        typer.Option(
+            "--tasks",
+            help="shorthand: practice-web (= practice-web/seed-<--seed>) or miniwob "
+            "(= miniwob/train)",
+        ),
+    ] = "",
+    miniwob_seeds: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="instances (seeds) per MiniWoB++ page published for miniwob/train and "
+            "miniwob/heldout",
+        ),
+    ] = DEFAULT_MINIWOB_SEEDS,
     policy: Annotated[
         str,
         typer.Option(
             help="policy backend: scripted (practice-web ground truth), heuristic (MiniWoB++), "
-            "local, openai, vllm; default: the one for --tasks"
+            "local, openai, vllm; default: heuristic on MiniWoB++ sets, else scripted"
         ),
     ] = "",
     model: Annotated[str, typer.Option(help="checkpoint or served model (not scripted)")] = "",
@@ -201,19 +227,33 @@ def run(
 ) -> None:
     """The main job: the whole rollout loop on the practice web, on the local stack.
 
-    Starts Kafka and MinIO, creates the topics, serves the practice web, publishes its tasks,
-    starts a browser worker, a policy worker and the Faust stream processors, keeps --in-flight
-    episodes running until --episodes are judged, then prints a summary. Logs of every worker
-    are in <state dir>/logs/<run id>/.
+    Starts Kafka and MinIO, creates the topics, publishes the built-in task sets the run names,
+    serves the practice web, starts a browser worker, a policy worker and the Faust stream
+    processors, keeps --in-flight episodes running until --episodes are judged, then prints a
+    summary. Logs of every worker are in <state dir>/logs/<run id>/.
+
+    Episodes are drawn only from --task-set, whatever else the tasks topic holds; other runs on
+    the same stack keep their own sets. Built-in sets, published when named:
+    practice-web/seed-K (and its split by website, practice-web/seed-K/train and .../test),
+    miniwob/train and miniwob/heldout (--miniwob-seeds instances of each MiniWoB++ page the
+    heuristic policy solves; disjoint seeds). Other sets must be published first (`webgym tasks
+    load FILE --task-set NAME`); `webgym tasks sets` lists what the tasks topic holds.
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from infra.local_run import RunOptions, run_local
 
     settings = _settings()
-    if task_set not in ("practice-web", "miniwob"):
-        raise SettingsError(f"--tasks {task_set!r}: choose practice-web or miniwob")
-    policy = policy or ("heuristic" if task_set == "miniwob" else "scripted")
+    if tasks and task_set:
+        raise SettingsError("give --task-set or its shorthand --tasks, not both")
+    if tasks not in ("", "practice-web", "miniwob"):
+        raise SettingsError(
+            f"--tasks {tasks!r}: choose practice-web or miniwob, or name sets with --task-set"
+        )
+    task_set = task_set or tasks or "practice-web"
+    sets = list(parse_weights(task_set)) if task_set not in ("practice-web", "miniwob") else []
+    on_miniwob = task_set == "miniwob" or (sets and all(s.startswith("miniwob") for s in sets))
+    policy = policy or ("heuristic" if on_miniwob else "scripted")
     # Refused here, before anything starts or is published, not by a worker that dies later.
     _check_policy_choice(policy, model, base_url)
     if learner_model is not None and not _checkpoint_exists(str(learner_model)):
@@ -228,6 +268,7 @@ def run(
         policy_args += ["--base-url", base_url]
     options = RunOptions(
         task_set=task_set,
+        miniwob_seeds=miniwob_seeds,
         difficulty_ratios=_ratios(ratios),
         episodes=episodes,
         in_flight=in_flight,

@@ -1,10 +1,15 @@
 """``webgym run``: the whole rollout loop on one machine, on the practice web.
 
-Reads like a recipe: bring the stack up, create the topics, serve the practice web, publish its
-tasks, start one browser worker, one policy worker and one Faust worker (as child processes, the
-way a user would start them), tell the sampler how many episodes to keep in flight, follow the
-episodes on Kafka until the requested number has been judged, then stop the sampler, stop the
-workers and summarise. Every figure in the summary is computed from the events of this run.
+Reads like a recipe: bring the stack up, create the topics, publish the built-in task sets the run
+names, check that every set it names exists on the tasks topic, serve the practice web, start one
+browser worker, one policy worker and one Faust worker (as child processes, the way a user would
+start them), tell the sampler the run's target (its task sets, episodes in flight, budget), follow
+the episodes on Kafka until the requested number has been judged, then stop the run's sampling
+(also when the run fails or is interrupted), stop the workers and summarise. Every figure in the
+summary is computed from the events of this run.
+
+The run draws only from the sets it names (``streams.curriculum``): tasks of other sets on the
+same topic, and other runs sampling at the same time on the same stack, never reach it.
 """
 
 from __future__ import annotations
@@ -33,8 +38,12 @@ from infra.producer import EventProducer, now_ms
 from infra.settings import Settings
 from sites import generate_sites
 from sites.server import PracticeWebServer
-from sites.tasks import generate_tasks
+from sites.tasks import task_set_name
+from streams import curriculum
 from tasks import miniwob
+from tasks.practice_web import practice_web_seed, practice_web_tasks
+from tasks.publish import read_published_tasks
+from tasks.sets import TaskSetError, check_known, is_member, parse_weights, set_sizes
 
 
 class RunFailed(RuntimeError):
@@ -52,10 +61,17 @@ class RunOptions:
     seed: int = 0
     difficulty_ratios: dict[str, float] = field(default_factory=dict)
     stall_timeout_s: float = 180.0  # no episode ended for this long: the run failed
-    # The task set to publish; empty: the generated practice-web tasks of the sites, or with
-    # task_set "miniwob" the MiniWoB++ tasks a marks-reading policy can solve.
-    tasks: tuple[dict[str, Any], ...] = ()
+    # The task sets the run draws from: NAME[=WEIGHT],... (tasks.sets), or "practice-web" (the
+    # practice web of `seed`) or "miniwob" (miniwob/train). Built-in sets it names are published
+    # first (practice-web/seed-<K>[/train|/test] of `sites` sites; miniwob/train and
+    # miniwob/heldout: `miniwob_seeds` instances of each of `miniwob_pages`); any other set must
+    # be on the tasks topic already.
     task_set: str = "practice-web"
+    miniwob_seeds: int = miniwob.DEFAULT_SEEDS
+    miniwob_pages: tuple[str, ...] = miniwob.MARKS_SOLVABLE
+    # Tasks to publish instead of the built-in sets' (tests: pages that fail on purpose); a task
+    # without a set joins the run's only set.
+    tasks: tuple[dict[str, Any], ...] = ()
     run_id: str = ""
     # Also run `webgym learner --model <learner_model> <learner_args>` (None: no learner).
     learner_model: str | None = None
@@ -222,21 +238,109 @@ def _batches(run_id: str, options: RunOptions) -> Iterator[tuple[str, int, int, 
         yield f"{run_id}-b{number:03d}", size, size, started
 
 
+def task_set_weights(options: RunOptions) -> dict[str, float]:
+    """The sets the run draws from, with their weights (``RunOptions.task_set``)."""
+    aliases = {"practice-web": task_set_name(options.seed), "miniwob": miniwob.TRAIN_SET}
+    return parse_weights(aliases.get(options.task_set, options.task_set))
+
+
+def builtin_tasks(options: RunOptions, names: list[str]) -> list[dict[str, Any]]:
+    """The tasks to publish before the run: ``options.tasks`` if given (a task without a set
+    joins the run's only set), else the tasks of the built-in sets among ``names``."""
+    if options.tasks:
+        if any(not task.get("task_set") for task in options.tasks) and len(names) != 1:
+            raise TaskSetError(
+                "RunOptions.tasks without a task_set need a run that names exactly one set"
+            )
+        return [{**task, "task_set": task.get("task_set") or names[0]} for task in options.tasks]
+    tasks = []
+    for seed in sorted({practice_web_seed(name) for name in names} - {None}):
+        tasks += practice_web_tasks(seed=seed, count=options.sites)
+    if miniwob.TRAIN_SET in names:
+        tasks += miniwob.train_tasks(options.miniwob_pages, options.miniwob_seeds)
+    if miniwob.HELDOUT_SET in names:
+        tasks += miniwob.heldout_tasks(options.miniwob_pages, options.miniwob_seeds)
+    return tasks
+
+
+def practice_web_served(
+    options: RunOptions, names: list[str], published: list[dict[str, Any]]
+) -> tuple[int, int]:
+    """(seed, site count) of the practice web to serve: every site of the run's practice-web set
+    on the topic (an earlier run may have published more sites than ``options.sites``)."""
+    seeds = {practice_web_seed(name) for name in names} - {None}
+    if len(seeds) > 1:
+        raise TaskSetError(
+            f"one run serves the practice web of one seed; the sets name seeds {sorted(seeds)}"
+        )
+    seed = seeds.pop() if seeds else options.seed
+    name = task_set_name(seed)
+    websites = {task["website"] for task in published if is_member(task, name)}
+    return seed, max(options.sites, len(websites))
+
+
 def send_target(
-    settings: Settings, run_id: str, in_flight: int, options: RunOptions, episodes: int | None
+    settings: Settings,
+    run_id: str,
+    in_flight: int,
+    options: RunOptions,
+    episodes: int | None,
+    task_sets: dict[str, float] | None = None,
 ) -> None:
+    """The run's target: ``in_flight`` episodes at once, at most ``episodes`` in all, drawn
+    from ``task_sets`` (default: the options' sets)."""
+    start_sampling(
+        settings,
+        run_id,
+        task_sets if task_sets is not None else task_set_weights(options),
+        in_flight,
+        episodes,
+        seed=options.seed,
+        difficulty_ratios=options.difficulty_ratios,
+        check=False,
+    )
+
+
+def start_sampling(
+    settings: Settings,
+    run_id: str,
+    task_sets: dict[str, float] | str,
+    in_flight: int,
+    max_episodes: int | None = None,
+    *,
+    seed: int = 0,
+    difficulty_ratios: dict[str, float] | None = None,
+    check: bool = True,
+) -> None:
+    """Tell the sampler to keep ``in_flight`` episodes of run ``run_id`` going, at most
+    ``max_episodes`` in all, drawn only from ``task_sets`` (``{name: weight}`` or
+    ``"NAME[=W],..."``). Other runs sampling on the same stack are left alone; sending it again
+    for the same run changes that run's target. With ``check``, every set must hold tasks on the
+    tasks topic (else :class:`tasks.sets.UnknownTaskSet`, naming the sets that exist). Workers
+    (browser, policy, stream processors) must be running for the episodes to go anywhere."""
+    weights = parse_weights(task_sets) if isinstance(task_sets, str) else dict(task_sets)
+    if check:
+        check_known(weights, set_sizes(read_published_tasks(settings)))
+    record = curriculum.target_event(
+        run_id,
+        weights,
+        in_flight,
+        max_episodes,
+        seed=seed,
+        difficulty_ratios=difficulty_ratios,
+        now_ms=now_ms(),
+    )
+    _send_curriculum(settings, record)
+
+
+def send_stop(settings: Settings, run_id: str) -> None:
+    """End the run's sampling: no episode of it starts after this (those in flight run on)."""
+    _send_curriculum(settings, curriculum.stop_event(run_id, now_ms=now_ms()))
+
+
+def _send_curriculum(settings: Settings, record: dict[str, Any]) -> None:
     producer = EventProducer.connect(settings, "webgym-run-target")
-    record = {
-        "event_id": f"{run_id}:target:{in_flight}:{uuid.uuid4().hex[:6]}",
-        "ts": now_ms(),
-        "kind": "target",
-        "in_flight": in_flight,
-        "max_episodes": episodes,
-        "difficulty_ratios": options.difficulty_ratios,
-        "run_id": run_id,
-        "seed": options.seed,
-    }
-    producer.produce(settings.topic("curriculum"), "sampler", "curriculum", record)
+    producer.produce(settings.topic("curriculum"), curriculum.KEY, "curriculum", record)
     producer.flush()
 
 
@@ -307,6 +411,7 @@ def run_local(
     from infra.topic_admin import create_topics
 
     run_id = options.run_id or f"run{time.strftime('%Y%m%d%H%M%S')}{uuid.uuid4().hex[:4]}"
+    weights = task_set_weights(options)  # a bad --task-set is refused before anything starts
     if start_stack:
         report("starting the local stack (Kafka, MinIO)...")
         stack.up(settings, report=report)
@@ -314,7 +419,15 @@ def run_local(
     create_topics(settings)
     log_dir = settings.logs_dir / run_id
     log_dir.mkdir(parents=True, exist_ok=True)
-    sites = generate_sites(seed=options.seed, count=options.sites)
+    tasks = builtin_tasks(options, list(weights))
+    if tasks:
+        report(f"publishing {len(tasks)} tasks to {settings.topic('tasks')}...")
+        publish_tasks(settings, tasks)
+    report(f"reading the task sets on {settings.topic('tasks')}...")
+    published = read_published_tasks(settings)
+    check_known(weights, set_sizes(published))
+    sites_seed, sites_count = practice_web_served(options, list(weights), published)
+    sites = generate_sites(seed=sites_seed, count=sites_count)
     host, _, port = settings.practice_web_address.rpartition(":")
     with ExitStack() as cleanup:
         report(f"serving {len(sites)} practice-web sites...")
@@ -328,14 +441,6 @@ def run_local(
         settings = settings.model_copy(
             update={"practice_web_address": f"{host or '127.0.0.1'}:{server.port}"}
         )
-        if options.tasks:
-            tasks = list(options.tasks)
-        elif options.task_set == "miniwob":
-            tasks = miniwob.miniwob_tasks()
-        else:
-            tasks = generate_tasks(sites, seed=options.seed)
-        report(f"publishing {len(tasks)} tasks to {settings.topic('tasks')}...")
-        publish_tasks(settings, tasks)
         env = settings_env(settings)
         children: dict[str, Child] = {}
 
@@ -358,9 +463,9 @@ def run_local(
                 "--error-rate",
                 str(options.error_rate),
                 "--sites-count",
-                str(options.sites),
+                str(sites_count),
                 "--sites-seed",
-                str(options.seed),
+                str(sites_seed),
             ]
         children["policy worker"] = Child.start(
             "policy-worker",
@@ -396,16 +501,21 @@ def run_local(
         since = now_ms() - 1000
         follower = RunFollower(settings, run_id, since)
         cleanup.callback(follower.close)
-        report(f"run {run_id}: {options.episodes} episodes, {options.in_flight} in flight")
+        report(
+            f"run {run_id}: {options.episodes} episodes, {options.in_flight} in flight, "
+            f"from {', '.join(weights)}"
+        )
         batches = _batches(run_id, options)
         batch_run, in_flight, budget, batch_end = next(batches)
-        send_target(settings, batch_run, in_flight, options, budget)
+        # Whatever ends the run (done, a failed worker, Ctrl-C), its sampling ends with it.
+        cleanup.callback(lambda: send_stop(settings, batch_run))
+        send_target(settings, batch_run, in_flight, options, budget, weights)
         last_progress, seen = time.monotonic(), (0, 0)
         summary = follower.summary
         while summary.judged < options.episodes or summary.ended < options.episodes:
             if min(summary.judged, summary.ended) >= batch_end:
                 batch_run, in_flight, budget, batch_end = next(batches)
-                send_target(settings, batch_run, in_flight, options, budget)
+                send_target(settings, batch_run, in_flight, options, budget, weights)
             follower.poll(0.5)
             on_progress(summary, children)
             if (summary.ended, summary.judged) != seen:
@@ -417,6 +527,5 @@ def run_local(
                 )
             for child in children.values():
                 child.check()
-        send_target(settings, batch_run, 0, options, budget)
         report("stopping the workers...")
     return summary

@@ -9,6 +9,10 @@ inputs the instruction dictates); ``definite_answer`` passes :func:`sites.verifi
 the pages of ``extra_json["required_paths"]`` are visited. Every answer is unambiguous: a
 superlative is only asked where no tie exists.
 
+Every task carries its task set, ``practice-web/seed-<seed>`` (:func:`task_set_name`); the sites of
+a seed are the same whatever their count (site ``i`` of ``generate_sites(seed, n)`` does not depend
+on ``n``), so a set of more sites contains the set of fewer.
+
 Difficulties: easy, one fact group of one fact on a detail page; medium, two groups that need a
 filter or sort and a detail page; hard, three groups, one of three or more facts, that need the
 whole catalogue and a detail page, or a complete multi-step form flow.
@@ -32,6 +36,7 @@ from sites.forms import FieldSpec, validate
 from sites.layout import url
 
 DIFFICULTIES = ("easy", "medium", "hard")
+TASK_SET_PREFIX = "practice-web"
 # Tasks carry the practice web's "today" as their timestamp: generation never reads the clock.
 TASK_TS = int(datetime.datetime(2026, 6, 1, tzinfo=datetime.UTC).timestamp() * 1000)
 
@@ -371,6 +376,11 @@ def _hard(site: Site, rng: Random, variant: int, used: set[str]) -> Draft:
 _MAKERS = {"easy": _easy, "medium": _medium, "hard": _hard}
 
 
+def task_set_name(seed: int) -> str:
+    """The task set of the practice web of ``seed``: ``practice-web/seed-<seed>``."""
+    return f"{TASK_SET_PREFIX}/seed-{seed}"
+
+
 def _record(site: Site, task_id: str, difficulty: str, draft: Draft, seed: int) -> dict[str, Any]:
     extra = {
         "source": "practice-web",
@@ -396,6 +406,7 @@ def _record(site: Site, task_id: str, difficulty: str, draft: Draft, seed: int) 
         "split": None,
         "parent_task_id": None,
         "extra_json": json.dumps(extra, sort_keys=True, ensure_ascii=False),
+        "task_set": task_set_name(seed),
     }
 
 

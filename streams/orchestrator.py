@@ -39,6 +39,7 @@ from urllib.parse import urlsplit
 from agents.policy.context import Current, Step, build_context
 from agents.policy.parser import BACKEND_ERROR
 from streams.trajectories import assemble, next_observation
+from tasks.page_setup import task_setup
 
 APPLIED_MEMORY = 200  # input event ids remembered per episode (an episode has ~3 per step)
 STEPS_AHEAD_TOLERATED = 2  # further ahead of the episode's step, an answer is out of order
@@ -324,7 +325,7 @@ def _new_state(
         extra = {}
     return {
         "mode": "set_of_marks" if extra.get("mode") == "set_of_marks" else "coordinate",
-        "setup": extra.get("setup"),
+        "setup": task_setup(extra),  # with the instance's seed, if the task names one
         "episode_id": started["episode_id"],
         "task_id": started["task_id"],
         "instruction": task.get("task_name", ""),

@@ -29,6 +29,8 @@ from rich.table import Column, Table
 from infra.producer import DeliveryError
 from infra.settings import Settings, SettingsError
 from infra.topic_admin import BrokerUnreachable, TopicMissing
+from tasks.miniwob import DEFAULT_SEEDS, HELDOUT_SEED_BASE, MARKS_SOLVABLE, instance_sets
+from tasks.sets import TaskSetError, check_name, name_for_file, set_sizes, task_sets_of
 from tasks.split import SplitError, check_split, split_by_website, website_key
 from tasks.stats import stats_tables, task_stats
 from tasks.webgym_format import LoadResult, TaskFileError, load_tasks, write_webgym_jsonl
@@ -46,6 +48,7 @@ tasks_app = typer.Typer(
 
 KNOWN_ERRORS = (
     TaskFileError,
+    TaskSetError,
     SplitError,
     BrokerUnreachable,
     TopicMissing,
@@ -77,18 +80,34 @@ def _user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
 
 @tasks_app.command()
 @_user_errors
-def load(file: TaskFile, strict: Strict = False) -> None:
+def load(
+    file: TaskFile,
+    strict: Strict = False,
+    task_set: Annotated[
+        str | None,
+        typer.Option(
+            help="the task set the file's tasks join (default: a line's own task_set, else the "
+            "file's name without extensions); its split markers give NAME/train and NAME/test",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
     """Validate a WebGym task file and publish its tasks to the compacted tasks topic.
 
-    Only tasks that are new, or differ from the version on the topic, are produced: loading the
-    same file again changes nothing. Tasks on the topic that the file lacks stay. Bad lines are
-    listed (file:line, field, message) and skipped; with --strict nothing is published while any
-    line is bad, and a file without one valid task is an error. Needs the local stack and its
-    topics: run `webgym up` first.
+    Every task joins a named task set (--task-set; default: the file's name, e.g. webgym_tasks
+    for webgym_tasks.jsonl.gz), which `webgym run --task-set NAME` draws from; tasks with a split
+    marker are also in NAME/train or NAME/test. Only tasks that are new, or differ from the
+    version on the topic, are produced: loading the same file again changes nothing (loading it
+    under another set name moves its tasks to that set). Tasks on the topic that the file lacks
+    stay. Bad lines are listed (file:line, field, message) and skipped; with --strict nothing is
+    published while any line is bad, and a file without one valid task is an error. Needs the
+    local stack and its topics: run `webgym up` first.
     """
     from tasks.publish import publish_tasks  # Kafka clients: only for the commands that need them
 
     settings = _settings()
+    if task_set is not None:
+        check_name(task_set)
     result = _read(file, strict)
     _print_line_errors(result)
     if strict and result.errors:
@@ -107,11 +126,16 @@ def load(file: TaskFile, strict: Strict = False) -> None:
         raise TaskFileError(
             f"{file}: {what}, so nothing was published. Fix the file and load it again."
         )
+    default_set = task_set or name_for_file(file)
+    tasks = [
+        {**task, "task_set": task_set or task.get("task_set") or default_set}
+        for task in result.tasks
+    ]
     with _bar(MofNCompleteColumn()) as progress:
         bar = progress.add_task("publishing", total=None)
         counts = publish_tasks(
             settings,
-            result.tasks,
+            tasks,
             progress=lambda done, total: progress.update(bar, completed=done, total=total),
             report=lambda line: progress.update(bar, description=escape(line)),
         )
@@ -122,6 +146,8 @@ def load(file: TaskFile, strict: Strict = False) -> None:
         f"tasks of {file} on {settings.topic('tasks')}",
         highlight=False,
     )
+    sizes = ", ".join(f"{escape(name)} ({count})" for name, count in set_sizes(tasks).items())
+    console.print(f"task sets: {sizes}", highlight=False)
     if result.errors:
         console.print(
             f"[yellow]{result.skipped} of {_lines(result.rows)} skipped[/] (listed above): fix "
@@ -169,6 +195,85 @@ def stats(
     )
     for table in stats_tables(figures):
         console.print(table)
+
+
+@tasks_app.command()
+@_user_errors
+def sets() -> None:
+    """List the task sets on the tasks topic, with their tasks and websites.
+
+    These are the names `webgym run --task-set` accepts (a set's split markers make NAME/train
+    and NAME/test). Needs the local stack: `webgym up`.
+    """
+    from tasks.publish import read_published_tasks
+
+    settings = _settings()
+    with console.status(f"reading {settings.topic('tasks')}..."):
+        tasks = read_published_tasks(settings)
+    websites: dict[str, set[str]] = {}
+    for task in tasks:
+        for name in task_sets_of(task):
+            websites.setdefault(name, set()).add(website_key(task["website"]))
+    table = Table("task set", "tasks", "websites", title=settings.topic("tasks"))
+    for name, count in set_sizes(tasks).items():
+        table.add_row(escape(name), str(count), str(len(websites.get(name, ()))))
+    console.print(table)
+    unassigned = sum(1 for task in tasks if not task.get("task_set"))
+    if unassigned:
+        console.print(
+            f"[yellow]{unassigned} tasks in no set[/] (published before task sets existed): no run "
+            "draws them; load their file again to give them one.",
+            highlight=False,
+        )
+
+
+@tasks_app.command()
+@_user_errors
+def miniwob(
+    pages: Annotated[
+        str,
+        typer.Option(
+            help="comma-separated MiniWoB++ page names (default: the 22 the heuristic policy "
+            "solves)",
+            show_default=False,
+        ),
+    ] = "",
+    train_seeds: Annotated[
+        int, typer.Option(min=1, help="training instances per page: seeds 0..N-1")
+    ] = DEFAULT_SEEDS,
+    heldout_seeds: Annotated[
+        int,
+        typer.Option(min=1, help=f"held-out instances per page: seeds {HELDOUT_SEED_BASE:_}+"),
+    ] = DEFAULT_SEEDS,
+    prefix: Annotated[
+        str,
+        typer.Option(help="publish the sets PREFIX/train and PREFIX/heldout"),
+    ] = "miniwob",
+) -> None:
+    """Publish MiniWoB++ instances (page + seed) as the sets miniwob/train and miniwob/heldout.
+
+    Each task is one instance: the browser worker seeds the page with it, so a task id always
+    shows the same problem. Held-out seeds never overlap training seeds. With another --prefix,
+    task ids carry the set's name, so the sets never share a task with miniwob/train. Then run
+    `webgym run --task-set miniwob/train` (or PREFIX/train). Needs the local stack: `webgym up`.
+    """
+    from tasks.publish import publish_tasks
+
+    settings = _settings()
+    check_name(prefix)
+    names = [name.strip() for name in pages.split(",") if name.strip()] or list(MARKS_SOLVABLE)
+    try:
+        tasks = instance_sets(names, train_seeds, heldout_seeds, prefix)
+    except ValueError as exc:
+        raise TaskSetError(str(exc)) from None
+    with console.status(f"publishing {len(tasks)} MiniWoB++ instances..."):
+        counts = publish_tasks(settings, tasks)
+    console.print(
+        f"[green]{counts.new} new, {counts.changed} changed, {counts.unchanged} unchanged[/] "
+        f"instances of {len(names)} pages: {prefix}/train ({len(names) * train_seeds}), "
+        f"{prefix}/heldout ({len(names) * heldout_seeds}) on {settings.topic('tasks')}",
+        highlight=False,
+    )
 
 
 @tasks_app.command()

@@ -1,4 +1,4 @@
-"""WebGym task files in, ``task`` records (``schemas/avro/task/v1.avsc``) out, and back.
+"""WebGym task files in, ``task`` records (``schemas/avro/task/v2.avsc``) out, and back.
 
 Files: JSON Lines (``.jsonl``, or gzipped ``.jsonl.gz``), one JSON object a line (blank lines are
 skipped), or Parquet (``.parquet``), one task a row. Fields, as in the published data set:
@@ -22,6 +22,8 @@ skipped), or Parquet (``.parquet``), one task a row. Fields, as in the published
   testing / eval / evaluation / ood / out_of_distribution (-> test), any case, ``-`` or space for
   ``_``; or ``is_ood`` as a boolean, 0 / 1 or true / false / yes / no. Markers that disagree are
   an error.
+- ``task_set``: optional, the named set the task belongs to (``tasks.sets``); ``webgym tasks
+  load`` gives tasks without one the set of the file (``--task-set``, default the file's name).
 - Every other field is kept in ``extra_json`` (a JSON object, keys sorted), with
   ``"source": "webgym"`` unless the line has a ``source`` of its own. Null values are dropped (a
   Parquet column gives every row every field). An ``extra_json`` field (records dumped from the
@@ -67,7 +69,9 @@ _SCHEMA_FIELDS = (
     "parent_task_id",
 )
 _SPLIT_MARKERS = ("split", "distribution", "is_ood")
-_NOT_EXTRA = frozenset(_SCHEMA_FIELDS + _SPLIT_MARKERS + ("extra_json", "event_id", "ts"))
+_NOT_EXTRA = frozenset(
+    _SCHEMA_FIELDS + _SPLIT_MARKERS + ("extra_json", "event_id", "ts", "task_set")
+)
 _GROUP_FIELDS = frozenset({"id", "description", "facts"})
 _SPLIT_WORDS = {
     **dict.fromkeys(("train", "training", "id", "iid", "in_distribution"), "train"),
@@ -210,6 +214,9 @@ def task_from_webgym(raw: Mapping[str, Any], rubric_optional: bool = False) -> d
         extras["evaluator_reference_extra"] = group_extras
     if extras.get("source") is None:
         extras["source"] = SOURCE
+    task_set = raw.get("task_set")
+    if task_set is not None and not isinstance(task_set, str):
+        raise TaskFieldError("task_set", f"is {_kind(task_set)}; expected a set name")
     return {
         "event_id": f"task:{task_id}",
         "ts": TASK_TS,
@@ -225,6 +232,8 @@ def task_from_webgym(raw: Mapping[str, Any], rubric_optional: bool = False) -> d
         "split": split,
         "parent_task_id": _optional_text(raw, "parent_task_id"),
         "extra_json": json.dumps(extras, sort_keys=True, ensure_ascii=False, default=str),
+        # The line's own set, if any; `webgym tasks load` gives the others the file's set.
+        "task_set": task_set or "",
     }
 
 
@@ -353,6 +362,8 @@ def to_webgym(task: Mapping[str, Any]) -> dict[str, Any]:
     }
     if task.get("parent_task_id") is not None:
         line["parent_task_id"] = task["parent_task_id"]
+    if task.get("task_set"):
+        line["task_set"] = task["task_set"]
     for key, value in extras.items():
         line.setdefault(key, value)
     return line

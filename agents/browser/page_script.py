@@ -114,14 +114,19 @@ PAGE_SIGNALS = """
 }
 """
 
-# Named set-ups a navigate operation may ask for after the page loaded. MiniWoB++: start the
-# episode the way its own environment does (no START cover to click), with a time limit long
-# enough for a policy that thinks between actions. Returns whether the page knew how.
+# Named set-ups a navigate operation may ask for after the page loaded (``tasks.page_setup``);
+# each is called with the spec's seed (null when it names none). MiniWoB++: start the episode the
+# way its own environment does (no START cover to click), with a time limit long enough for a
+# policy that thinks between actions; with a seed, seed the page's random numbers first
+# (``Math.seedrandom(seed)`` right before ``core.startEpisodeReal()``, as MiniWoB++'s Python
+# environment does), so one seed always makes the same problem. Returns whether the page knew how.
 SETUPS = {
     "miniwob": """
-() => {
+(seed) => {
   if (typeof core === 'undefined' || !core.startEpisodeReal) return false;
+  if (seed != null && typeof Math.seedrandom !== 'function') return false;
   core.EPISODE_MAX_TIME = 120000;
+  if (seed != null) Math.seedrandom(seed);  // a number, as MiniWoB++'s environment passes it
   core.startEpisodeReal();
   return true;
 }

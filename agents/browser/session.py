@@ -38,6 +38,7 @@ from agents.browser.page_script import (
     SETUPS,
 )
 from agents.browser.url_policy import UrlPolicy, host_of
+from tasks.page_setup import SetupSpecError, parse_setup
 
 SCREENSHOT_TIMEOUT_MS = 15_000
 SCREENSHOT_ATTEMPTS = 3
@@ -159,17 +160,22 @@ class EpisodeSession:
             return "; ".join(filter(None, [failure, self._take_notes()]))
         return self._take_notes()
 
-    async def set_up(self, name: str) -> str | None:
-        """Run the named page set-up (``page_script.SETUPS``); a problem is an action error."""
+    async def set_up(self, spec: str) -> str | None:
+        """Run the page set-up ``spec`` names (``tasks.page_setup``: ``<name>[?seed=<n>]``, one
+        of ``page_script.SETUPS``), seeded when it names a seed; a problem is an action error."""
+        try:
+            name, seed = parse_setup(spec)
+        except SetupSpecError as exc:
+            return str(exc)
         script = SETUPS.get(name)
         if script is None:
             return f"unknown page set-up {name!r}; known: {', '.join(sorted(SETUPS))}"
         try:
-            if not await self.page.evaluate(script):
-                return f"page set-up {name!r}: this page does not support it"
+            if not await self.page.evaluate(script, seed):
+                return f"page set-up {spec!r}: this page does not support it"
         except PlaywrightError as exc:
             self._raise_if_gone(exc)
-            return f"page set-up {name!r} failed: {_short(exc)}"
+            return f"page set-up {spec!r} failed: {_short(exc)}"
         return None
 
     async def act(self, action: dict[str, Any], timeout_ms: int) -> str | None:

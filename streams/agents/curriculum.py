@@ -1,9 +1,10 @@
 """``webgym.curriculum`` -> the task sampler -> ``started`` episodes on ``webgym.episodes``.
 
-One partition, one row: whichever worker holds it keeps N episodes in flight. When tasks arrive
-late or a blocked site's cooldown ends, a timer notices the shortfall and sends a ``tick`` through
-the same topic: every change of the row is an input Kafka can re-deliver, so the idempotency rules
-of ``streams.curriculum`` cover it too.
+One partition, one row: whichever worker holds it keeps every run's episodes in flight, each run
+drawing only from its own task sets (``streams.curriculum``). When tasks arrive late (a run's
+sets published after its target) or a blocked site's cooldown ends, a timer notices the
+shortfall and sends a ``tick`` through the same topic: every change of the row is an input Kafka
+can re-deliver, so the idempotency rules of ``streams.curriculum`` cover it too.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from infra.producer import now_ms
 from streams import curriculum
 from streams.orchestrator import Output
 
-KEY = b"sampler"
+KEY = curriculum.KEY.encode()
 log = logging.getLogger(__name__)
 
 

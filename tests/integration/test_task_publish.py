@@ -154,3 +154,39 @@ def test_cli_load_publishes_once_and_reports_the_bad_line(settings, tmp_path):
     stats = _cli(settings, "stats")
     assert stats.returncode == 0, stats.stderr
     assert "tasks from" in stats.stdout and settings.topic("tasks") in stats.stdout
+
+
+def test_cli_load_puts_a_file_in_a_task_set_with_its_splits(settings, tmp_path):
+    tag = _tag()
+    path = _own_copy(tmp_path, tag)
+
+    default = _cli(settings, "load", str(path))
+    assert default.returncode == 0, default.stderr
+    published = _published(settings, tag)
+    assert {task["task_set"] for task in published.values()} == {path.name.removesuffix(".jsonl")}
+
+    named = _cli(settings, "load", str(path), "--task-set", f"set-{tag}")
+    assert named.returncode == 0, named.stderr
+    assert f"0 new, {GOOD_LINES} changed" in named.stdout  # the tasks moved to the named set
+    published = _published(settings, tag)
+    assert {task["task_set"] for task in published.values()} == {f"set-{tag}"}
+    ood = [t for t in published.values() if t["split"] == "test"]
+    assert ood  # the fixture marks out-of-distribution tasks
+
+    listed = _cli(settings, "sets")
+    assert listed.returncode == 0, listed.stderr
+    rows = {line.split()[1]: line.split()[3] for line in listed.stdout.splitlines() if tag in line}
+    assert rows[f"set-{tag}"] == str(GOOD_LINES)
+    assert rows[f"set-{tag}/test"] == str(len(ood))
+
+    miniwob = _cli(
+        settings, "miniwob", "--pages", "click-button", "--train-seeds", "2",
+        "--heldout-seeds", "1", "--prefix", f"mw-{tag}",
+    )  # fmt: skip
+    assert miniwob.returncode == 0, miniwob.stderr
+    assert f"mw-{tag}/train (2), mw-{tag}/heldout (1)" in miniwob.stdout
+    sets = {task["task_set"] for task in read_published_tasks(settings)}
+    assert {f"mw-{tag}/train", f"mw-{tag}/heldout"} <= sets
+
+    bad = _cli(settings, "miniwob", "--pages", "no-such-page")
+    assert bad.returncode == 1 and "no MiniWoB++ task 'no-such-page'" in bad.stderr

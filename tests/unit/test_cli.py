@@ -17,6 +17,8 @@ COMMANDS = [
     ["run"],
     ["smoke"],
     ["tasks", "load"],
+    ["tasks", "sets"],
+    ["tasks", "miniwob"],
     ["tasks", "stats"],
     ["tasks", "split"],
     ["tasks", "check-split"],
@@ -74,6 +76,38 @@ def test_bad_difficulty_ratios_are_refused_before_anything_starts(ratios):
     assert result.exit_code == 1
     assert "--ratios" in result.output
     assert "easy=2" in result.output or "above 0" in result.output
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--task-set", "miniwob/train=x"], "not NAME=WEIGHT"),
+        (["--task-set", "a=0"], "above 0"),
+        (["--task-set", "miniwob/train", "--tasks", "miniwob"], "not both"),
+        (["--tasks", "webgym"], "--task-set"),
+    ],
+)
+def test_bad_task_sets_are_refused_before_anything_starts(arguments, message):
+    result = runner.invoke(app, ["run", *arguments])
+    assert result.exit_code == 1
+    assert message in result.output
+
+
+def test_an_unknown_task_set_is_an_error_naming_the_sets_that_exist(monkeypatch):
+    import infra.local_run
+    from tasks.sets import UnknownTaskSet
+
+    def run_local(settings, options, **kwargs):
+        raise UnknownTaskSet(["miniwob/tarin"], {"miniwob/train": 2200})
+
+    monkeypatch.setattr(infra.local_run, "run_local", run_local)
+    result = runner.invoke(app, ["run", "--task-set", "miniwob/tarin"])
+    assert result.exit_code == 1
+    message = " ".join(result.output.split())
+    assert "unknown task set 'miniwob/tarin'; the tasks topic holds: miniwob/train (2200)" in (
+        message
+    )
+    assert "Traceback" not in result.output
 
 
 def test_decompose_writes_subtasks_that_load_back(tmp_path):

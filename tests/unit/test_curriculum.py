@@ -1,4 +1,4 @@
-"""The task sampler's rules (``streams.curriculum``): no Kafka, no Faust."""
+"""The task sampler's rules (``streams.curriculum``), task sets and several runs: no Kafka."""
 
 from __future__ import annotations
 
@@ -10,14 +10,17 @@ from typing import Any
 from schemas.serde import default_catalog
 from sites import generate_sites
 from sites.tasks import generate_tasks
-from streams.curriculum import apply, pick_task, short_of_target
+from streams.curriculum import apply, pick_from_sets, pick_task, short_of_target
 from streams.orchestrator import Output, Rules
+from tasks import miniwob
+from tasks.practice_web import practice_web_tasks
 
 TASKS = generate_tasks(generate_sites(count=3))
 BY_ID = {t["task_id"]: t for t in TASKS}
 SITES = sorted({t["website"] for t in TASKS})
 RULES = Rules(horizons={"easy": 10, "medium": 20, "hard": 30})
 NOW = 1_795_000_000_000
+PRACTICE = "practice-web/seed-0"
 
 
 def target(n: int, run_id: str = "r1", event_id: str = "target-1", **fields) -> dict[str, Any]:
@@ -27,6 +30,7 @@ def target(n: int, run_id: str = "r1", event_id: str = "target-1", **fields) -> 
         "kind": "target",
         "in_flight": n,
         "run_id": run_id,
+        "task_sets": {PRACTICE: 1.0},
         "seed": 0,
         **fields,
     }
@@ -85,8 +89,8 @@ def test_a_target_starts_that_many_episodes():
             "horizon": RULES.horizon(task["difficulty"]),
         },
     )
-    assert state["in_flight"] == {o.key: o.record["task_id"] for o in outputs}
-    assert state["started_total"] == 3
+    assert state["runs"]["r1"]["in_flight"] == {o.key: o.record["task_id"] for o in outputs}
+    assert state["runs"]["r1"]["started_total"] == 3
 
 
 def test_the_draws_are_deterministic_for_a_seed():
@@ -103,11 +107,11 @@ def test_an_ended_episode_frees_one_slot_filled_at_once():
     state, outputs, changed = step(state, ended("r1-000001"))
     assert changed
     assert episode_ids(outputs) == ["r1-000003"]
-    assert sorted(state["in_flight"]) == ["r1-000000", "r1-000002", "r1-000003"]
+    assert sorted(state["runs"]["r1"]["in_flight"]) == ["r1-000000", "r1-000002", "r1-000003"]
     # an episode the sampler does not hold frees nothing
     state, outputs, _ = step(state, ended("r0-000009"))
     assert outputs == []
-    assert len(state["in_flight"]) == 3
+    assert len(state["runs"]["r1"]["in_flight"]) == 3
 
 
 def test_the_episode_budget_of_a_run_is_respected():
@@ -117,18 +121,8 @@ def test_the_episode_budget_of_a_run_is_respected():
     assert episode_ids(outputs) == ["r1-000003"]
     state, outputs, _ = step(state, ended("r1-000001"))
     assert outputs == []
-    assert state["started_total"] == 4
-    assert sorted(state["in_flight"]) == ["r1-000002", "r1-000003"]
-
-
-def test_a_new_run_starts_afresh():
-    state, _, _ = step(None, target(3, run_id="r1"))
-    state, outputs, _ = step(state, target(2, run_id="r2", event_id="target-2"))
-    assert episode_ids(outputs) == ["r2-000000", "r2-000001"]
-    assert sorted(state["in_flight"]) == ["r2-000000", "r2-000001"]
-    # the old run's episodes end later: they hold no slot of the new run
-    state, outputs, _ = step(state, ended("r1-000000"))
-    assert outputs == []
+    assert state["runs"]["r1"]["started_total"] == 4
+    assert sorted(state["runs"]["r1"]["in_flight"]) == ["r1-000002", "r1-000003"]
 
 
 def test_a_raised_target_in_the_same_run_tops_up():
@@ -188,8 +182,8 @@ def test_every_site_blocked_starts_nothing_until_one_is_free():
 def test_attempts_are_counted_per_task():
     state, outputs, _ = step(None, target(50))
     counts = Counter(o.record["task_id"] for o in outputs)
-    assert state["attempts"] == dict(counts)
-    assert sum(state["attempts"].values()) == 50
+    assert state["runs"]["r1"]["attempts"] == dict(counts)
+    assert sum(state["runs"]["r1"]["attempts"].values()) == 50
     assert max(counts.values()) > 1  # 18 tasks, 50 episodes: tasks come back
 
 
@@ -225,6 +219,7 @@ def test_a_tick_tops_up_only_when_short_and_something_can_be_sampled():
         "in_flight": 2,
         "run_id": "r",
         "max_episodes": 3,
+        "task_sets": {PRACTICE: 1.0},
     }
     state, started, _ = apply(None, target, [], rules, 1000)  # no tasks yet: nothing starts
     assert started == [] and not short_of_target(state, [], 1000)
@@ -234,5 +229,163 @@ def test_a_tick_tops_up_only_when_short_and_something_can_be_sampled():
     )
     assert [o.record["episode_id"] for o in started] == ["r-000000", "r-000001"]
     assert not short_of_target(state, tasks, 2000)  # the target is in flight
-    blocked = {**state, "in_flight": {}, "blocked": {t["website"]: 10**13 for t in tasks}}
+    blocked = {**state, "blocked": {t["website"]: 10**13 for t in tasks}}
+    blocked["runs"] = {"r": {**state["runs"]["r"], "in_flight": {}}}
     assert not short_of_target(blocked, tasks, 2000)  # every site behind a wall
+
+
+# -- task sets and several runs -------------------------------------------------------------------
+
+MINIWOB_TRAIN = miniwob.instance_tasks(["click-button", "click-link"], range(5), "miniwob/train")
+MINIWOB_HELDOUT = miniwob.heldout_tasks(["click-button", "click-link"], 5)
+SPLIT_PRACTICE = practice_web_tasks(seed=1, count=10)
+NO_SET = [{**t, "task_id": f"old-{t['task_id']}", "task_set": ""} for t in TASKS[:6]]
+EVERYTHING = TASKS + MINIWOB_TRAIN + MINIWOB_HELDOUT + SPLIT_PRACTICE + NO_SET
+SET_OF = {t["task_id"]: t for t in EVERYTHING}
+
+
+def run_on(state, event, tasks=EVERYTHING, now=NOW):
+    default_catalog().encode("curriculum", event)
+    return apply(state, event, tasks, RULES, now)
+
+
+def sets_drawn(outputs: list[Output]) -> Counter:
+    return Counter(SET_OF[o.record["task_id"]]["task_set"] for o in outputs)
+
+
+def test_a_run_draws_only_from_its_sets_whatever_else_the_topic_holds():
+    _, outputs, _ = run_on(None, target(40, task_sets={"miniwob/train": 1.0}))
+    assert len(outputs) == 40 and sets_drawn(outputs) == {"miniwob/train": 40}
+    _, outputs, _ = run_on(None, target(30, task_sets={"miniwob/heldout": 1.0}))
+    assert sets_drawn(outputs) == {"miniwob/heldout": 30}
+    # every training instance is tried before any is tried twice
+    _, outputs, _ = run_on(None, target(10, task_sets={"miniwob/train": 1.0}))
+    assert sorted(o.record["task_id"] for o in outputs) == sorted(
+        t["task_id"] for t in MINIWOB_TRAIN
+    )
+
+
+def test_a_set_s_split_is_a_set_and_tasks_without_a_set_are_never_drawn():
+    test_ids = {t["task_id"] for t in SPLIT_PRACTICE if t["split"] == "test"}
+    assert 0 < len(test_ids) < len(SPLIT_PRACTICE)
+    _, outputs, _ = run_on(None, target(50, task_sets={"practice-web/seed-1/test": 1.0}))
+    assert {o.record["task_id"] for o in outputs} == test_ids
+    _, outputs, _ = run_on(None, target(200, task_sets={"practice-web/seed-1": 1.0}))
+    assert {o.record["task_id"] for o in outputs} == {t["task_id"] for t in SPLIT_PRACTICE}
+    state, outputs, _ = run_on(None, target(5, task_sets={}))  # no set: nothing
+    assert outputs == [] and not short_of_target(state, EVERYTHING, NOW)
+    _, outputs, _ = run_on(None, target(5, task_sets={"no/such-set": 1.0}))
+    assert outputs == []
+
+
+def test_sets_are_drawn_by_their_weights():
+    weights = {"miniwob/train": 3.0, PRACTICE: 1.0}
+    _, outputs, _ = run_on(None, target(400, task_sets=weights, max_episodes=400))
+    drawn = sets_drawn(outputs)
+    assert set(drawn) == {"miniwob/train", PRACTICE}
+    assert 0.68 < drawn["miniwob/train"] / 400 < 0.82, drawn  # 0.75 expected
+    # a set with weight 0 is never drawn, and a set with nothing to give leaves the others
+    _, outputs, _ = run_on(None, target(20, task_sets={"miniwob/train": 0.0, PRACTICE: 1.0}))
+    assert sets_drawn(outputs) == {PRACTICE: 20}
+    _, outputs, _ = run_on(None, target(20, task_sets={"none/yet": 5.0, PRACTICE: 1.0}))
+    assert sets_drawn(outputs) == {PRACTICE: 20}
+
+
+def test_two_runs_sample_at_once_each_with_its_own_set_slots_and_budget():
+    state, first, _ = run_on(None, target(3, run_id="train", task_sets={"miniwob/train": 1}))
+    evaluation = target(
+        2, run_id="eval", event_id="t-eval", task_sets={"miniwob/heldout": 1}, max_episodes=3
+    )
+    state, second, _ = run_on(state, evaluation)
+    assert episode_ids(first) == ["train-000000", "train-000001", "train-000002"]
+    assert episode_ids(second) == ["eval-000000", "eval-000001"]  # the training run goes on
+    assert sorted(state["runs"]) == ["eval", "train"]
+    # an ended episode refills the slot of its own run only
+    state, outputs, _ = run_on(state, ended("eval-000000"))
+    assert episode_ids(outputs) == ["eval-000002"]
+    state, outputs, _ = run_on(state, ended("train-000001"))
+    assert episode_ids(outputs) == ["train-000003"]
+    # the evaluation budget (3) is spent: its slots are not refilled, training's still are
+    state, outputs, _ = run_on(state, ended("eval-000001"))
+    assert outputs == []
+    everything = first + second
+    for event in (ended("eval-000002"), ended("train-000000"), ended("train-000002")):
+        state, outputs, _ = run_on(state, event)
+        everything += outputs
+    assert all(
+        SET_OF[o.record["task_id"]]["task_set"]
+        == ("miniwob/train" if o.key.startswith("train-") else "miniwob/heldout")
+        for o in everything
+    )
+    assert len(state["runs"]["train"]["in_flight"]) == 3
+    assert state["runs"]["eval"]["in_flight"] == {}
+
+
+def test_a_run_s_draws_do_not_depend_on_other_runs():
+    def draws(state) -> list[str]:
+        state, outputs, _ = run_on(
+            state, target(4, run_id="b", event_id="tb", task_sets={PRACTICE: 1})
+        )
+        for n in range(4):
+            state, more, _ = run_on(state, ended(f"b-{n:06d}"))
+            outputs += more
+        return [o.record["task_id"] for o in outputs if o.key.startswith("b-")]
+
+    alone = draws(None)
+    busy, _, _ = run_on(None, target(6, run_id="a", event_id="ta", task_sets={PRACTICE: 1}))
+    busy, _, _ = run_on(busy, ended("a-000002"))
+    assert draws(busy) == alone
+
+
+def test_a_stop_or_a_zero_target_ends_only_that_run_s_sampling():
+    state, _, _ = run_on(None, target(2, run_id="a", event_id="ta"))
+    state, _, _ = run_on(state, target(2, run_id="b", event_id="tb"))
+    stop = {"event_id": "stop-a", "ts": NOW, "kind": "stop", "run_id": "a"}
+    state, outputs, _ = run_on(state, stop)
+    assert outputs == []
+    state, outputs, _ = run_on(state, ended("a-000000"))
+    assert outputs == []  # the slot stays empty
+    state, outputs, _ = run_on(state, ended("b-000000"))
+    assert episode_ids(outputs) == ["b-000002"]
+    state, outputs, _ = run_on(state, target(0, run_id="b", event_id="tb0"))
+    state, outputs, _ = run_on(state, ended("b-000001"))
+    assert outputs == []
+    assert not short_of_target(state, EVERYTHING, NOW)
+    # a later target of a finished run goes on with its numbering: no episode id comes twice
+    state, _, _ = run_on(state, ended("a-000001"))
+    state, outputs, _ = run_on(state, target(1, run_id="a", event_id="ta2"))
+    assert episode_ids(outputs) == ["a-000002"]
+
+
+def test_redelivered_inputs_resend_the_same_started_events_across_runs():
+    state, _, _ = run_on(None, target(2, run_id="a", event_id="ta"))
+    state, first, _ = run_on(state, target(2, run_id="b", event_id="tb"))
+    again_state, again, changed = run_on(state, target(2, run_id="b", event_id="tb"))
+    assert (changed, again, again_state) == (False, first, state)
+    state, first, _ = run_on(state, ended("a-000000"))
+    again_state, again, changed = run_on(state, ended("a-000000"))
+    assert (changed, again, again_state) == (False, first, state)
+
+
+def test_a_row_of_the_single_target_sampler_is_upgraded():
+    old = {
+        "target": {"in_flight": 2, "max_episodes": 5, "ratios": {}, "run_id": "old", "seed": 0},
+        "in_flight": {"old-000000": TASKS[0]["task_id"], "old-000001": TASKS[1]["task_id"]},
+        "started_total": 2,
+        "attempts": {TASKS[0]["task_id"]: 1, TASKS[1]["task_id"]: 1},
+        "blocked": {},
+        "started_by": {"t-old": ["old-000000", "old-000001"]},
+        "order": ["t-old"],
+    }
+    state, outputs, _ = run_on(old, ended("old-000000"))
+    assert outputs == []  # the old target names no set: nothing is drawn
+    assert state["runs"]["old"]["in_flight"] == {"old-000001": TASKS[1]["task_id"]}
+    state, outputs, _ = run_on(state, target(2, run_id="old", event_id="t-old-2"))
+    assert episode_ids(outputs) == ["old-000002"]
+
+
+def test_pick_from_sets_without_anything_to_pick():
+    assert pick_from_sets({}, {"x": 1.0}, {}, {}, random.Random(0)) is None
+    sets = {PRACTICE: TASKS}
+    assert pick_from_sets(sets, {PRACTICE: 1.0}, {"expert": 1.0}, {}, random.Random(0)) is None
+    assert pick_from_sets(sets, {PRACTICE: 1.0}, {}, {}, random.Random(0)) is not None

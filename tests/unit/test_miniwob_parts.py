@@ -20,12 +20,16 @@ from tasks.miniwob import HOST, MARKS_SOLVABLE, available, html_root, page_rewar
 def test_every_listed_task_is_in_the_package_and_a_valid_task_event():
     assert set(MARKS_SOLVABLE) <= set(available())
     for name in MARKS_SOLVABLE:
-        record = task_record(name)
+        record = task_record(name, 17)
         default_catalog().encode("task", record)
+        assert record["task_id"] == f"miniwob-{name}-s17"
         assert record["start_url"] == f"http://{HOST}/miniwob/{name}.html"
         assert json.loads(record["extra_json"])["setup"] == "miniwob"
+        assert json.loads(record["extra_json"])["seed"] == 17
     with pytest.raises(ValueError, match="no MiniWoB"):
-        task_record("no-such-task")
+        task_record("no-such-task", 0)
+    with pytest.raises(ValueError, match="seed"):
+        task_record("click-button", -1)
 
 
 def test_reward_is_one_only_when_the_page_reports_the_task_done_right():

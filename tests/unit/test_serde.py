@@ -102,6 +102,17 @@ def test_archived_v1_observation_decodes_with_the_newer_reader():
     assert decoded.record["title"] == expected["title"]
 
 
+def test_archived_v1_task_and_target_decode_with_the_v2_readers():
+    task = CATALOG.decode((DATA / "task.v1.bin").read_bytes(), "task")
+    assert (task.writer_version, CATALOG.latest("task").version) == (1, 2)
+    assert task.record["task_id"] == sample("task")["task_id"]
+    assert task.record["task_set"] == ""  # a v1 task belongs to no set
+    target = CATALOG.decode((DATA / "curriculum.v1.bin").read_bytes(), "curriculum")
+    assert (target.writer_version, CATALOG.latest("curriculum").version) == (1, 2)
+    assert target.record["kind"] == "target" and target.record["run_id"] == "run1"
+    assert target.record["task_sets"] == {}  # a v1 target names no set
+
+
 def test_old_versions_are_kept():
     observation_versions = [v.version for v in CATALOG.versions() if v.event_type == "observation"]
     assert observation_versions == [1, 2, 3, 4]
