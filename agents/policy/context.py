@@ -167,7 +167,9 @@ def summarise(step: Step) -> str:
 def marks_table(marks: list[dict[str, Any]] | None) -> str:
     if not marks:
         return "No interactive elements are marked on this page."
-    lines = [f"[{m['id']}] {m['role']} {m['name']!r}" for m in marks]
+    # Names in double quotes, as the instructions and the reply's JSON write them: a word then
+    # reads the same in all three (with Python's repr, 'Deneen' splits where "Deneen" does not).
+    lines = [f"[{m['id']}] {m['role']} {json.dumps(m['name'], ensure_ascii=False)}" for m in marks]
     return "Marked elements:\n" + "\n".join(lines)
 
 

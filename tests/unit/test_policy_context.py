@@ -84,7 +84,7 @@ def test_set_of_marks_mode_lists_elements_and_uses_element_ids():
     ]
     context = build_context("task", [], _current(1, marks=marks), mode="set_of_marks")
     texts = [p["text"] for p in context.messages[-1]["content"] if p["type"] == "text"]
-    assert "Marked elements:\n[0] link 'Blue kettle'" in texts
+    assert 'Marked elements:\n[0] link "Blue kettle"' in texts
     assert "element_id" in system_prompt("set_of_marks")
     assert '"coordinate"' not in system_prompt("set_of_marks")
     assert '"coordinate"' in system_prompt("coordinate")

@@ -65,7 +65,7 @@ def test_checkpoint_loads_like_a_real_one(checkpoint: Path) -> None:
     tokenizer = processor.tokenizer
     for token in ("<|im_start|>", "<|im_end|>", "<|image_pad|>", "<tool_call>", "</tool_call>"):
         assert len(tokenizer(token)["input_ids"]) == 1, token
-    assert 2000 <= len(tokenizer) <= 4100
+    assert 8000 <= len(tokenizer) <= 8200  # BPE 8,000 + Qwen's and the prompt's added tokens
     assert model.config.image_token_id == tokenizer.convert_tokens_to_ids("<|image_pad|>")
     reply = '<tool_call>\n{"action": "left_click", "coordinate": [500, 80]}\n</tool_call>'
     ids = tokenizer(reply + "<|im_end|>")["input_ids"]
@@ -134,3 +134,40 @@ def test_sampling_is_reproducible_and_leaves_the_global_rng_alone(checkpoint: Pa
     assert torch.equal(rng_state, torch.get_rng_state())
     assert [g.token_ids for g in first] == [g.token_ids for g in second]
     assert all(0 < len(g.token_ids) == len(g.logprobs) for g in first)
+
+
+def test_tokenizer_reads_the_prompt_and_the_pages_in_few_tokens(checkpoint: Path) -> None:
+    """What makes the tiny policy trainable on a CPU: short contexts, page words whole."""
+    from agents.policy.context import Current, build_context, system_prompt
+    from agents.policy.tiny_model import TOOL_CALL_PREFIX
+    from tasks.miniwob import word_lists
+
+    tokenizer = AutoProcessor.from_pretrained(checkpoint).tokenizer
+    for mode in ("coordinate", "set_of_marks"):
+        prompt = system_prompt(mode)
+        # Each fixed line is one token; the newlines between them are the rest.
+        assert len(tokenizer(prompt)["input_ids"]) <= 2 * len(prompt.splitlines())
+    assert len(tokenizer(TOOL_CALL_PREFIX)["input_ids"]) == 1
+    lists = word_lists()
+    for word in [*lists["FIFTY_NAMES"], *lists["button_words"], *lists["lorem_words"][:60]]:
+        # As the instruction, the marks table and the reply's JSON write it: one token.
+        assert len(tokenizer.tokenize(f' "{word}"')) <= 3, word
+
+    marks = [{"id": str(i), "role": "button", "name": n} for i, n in enumerate(["ok", "no", "x"])]
+    context = build_context(
+        'MiniWoB++ click-button: do what the instruction says.\nThe page says: Click on the "no"'
+        ' button.',
+        [],
+        Current(step=1, observation_event_id="o", title="", url="http://miniwob.webgym.test/"),
+        mode="set_of_marks",
+    )
+    messages = [
+        {**m, "content": [p for p in m["content"] if p["type"] == "text"]}
+        if isinstance(m["content"], list)
+        else m
+        for m in context.messages
+    ]
+    text = AutoProcessor.from_pretrained(checkpoint).apply_chat_template(
+        messages, tokenize=False, add_generation_prompt=True
+    )
+    assert len(tokenizer(text)["input_ids"]) < 250, marks  # about 950 with a generic tokenizer
