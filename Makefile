@@ -5,10 +5,10 @@ run:  ## run the main job on the local stack
 	infra/bootstrap.sh
 	.venv/bin/webgym run
 
-test:  ## run every test tier against the real local stack
+test:  ## run every test tier against the real local stack, printing each tier's wall time
 	infra/bootstrap.sh
 	.venv/bin/webgym up
-	.venv/bin/pytest
+	infra/test_tiers.sh
 
 soak:  ## the chaos tier's 1,000-episode soak on one browser worker (about 15 minutes)
 	infra/bootstrap.sh

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Runs the test tiers one after another (unit, integration, e2e, chaos), printing each tier's
+# wall time, then a summary; exits non-zero if any tier failed. Extra arguments go to pytest.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+status=0
+summary=()
+for tier in unit integration e2e chaos; do
+  started=$(date +%s)
+  .venv/bin/pytest "tests/$tier" "$@"
+  rc=$?
+  [ $rc -eq 5 ] && rc=0  # a tier with no test selected is not a failure
+  elapsed=$(( $(date +%s) - started ))
+  line=$(printf 'tier %-12s %5d s  %s' "$tier" "$elapsed" "$([ $rc -eq 0 ] && echo passed || echo "FAILED (exit $rc)")")
+  echo "$line"
+  summary+=("$line")
+  [ $rc -ne 0 ] && status=1
+done
+printf '%s\n' "--- wall time by tier ---" "${summary[@]}"
+exit $status
