@@ -67,7 +67,7 @@ from infra.dead_letters import (
     HEADER_TOPIC,
     dead_letter_event_id,
 )
-from streams.filters import is_success
+from streams.filters import reaches_learner
 
 INVARIANTS: dict[str, str] = {
     "ends": "every episode was started once and has exactly one terminal event (finished or "
@@ -82,7 +82,8 @@ INVARIANTS: dict[str, str] = {
     "duplicates": "no episode has two different starts, trajectories, scored trajectories or "
     "successes (identical re-deliveries are only counted)",
     "success": "every success is the scored trajectory of its episode, which passes the success "
-    "filter (reward 1, not aborted, no judge error, not blocked); every such one is a success",
+    "filter (reward 1, not aborted, no judge error, not blocked, not an evaluation); every such "
+    "one is a success",
     "dead-letters": "every dead letter names its source (topic, partition, offset: a record of "
     "the log) and an error class, in its record and its headers; every record that does not "
     "decode has its dead letter",
@@ -890,7 +891,7 @@ def _check_success(episode: Episode) -> list[Violation]:
     name = episode.episode_id
     success, scored = episode.first("trajectories.success"), episode.first("trajectories.scored")
     if success is None:
-        if scored is not None and is_success(scored.record):
+        if scored is not None and reaches_learner(scored.record):
             message = "its scored trajectory passes the success filter, but it is not a success"
             return [Violation("success", name, message, scored.at)]
         return []
@@ -901,7 +902,7 @@ def _check_success(episode: Episode) -> list[Violation]:
     if differ:
         message = f"differs from its scored trajectory ({scored.at}) in {', '.join(differ)}"
         out.append(Violation("success", name, message, success.at))
-    if not is_success(scored.record):
+    if not reaches_learner(scored.record):
         record = scored.record
         message = (
             f"its scored trajectory ({scored.at}) is no success: reward {record['reward']}, "

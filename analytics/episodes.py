@@ -5,13 +5,17 @@ in any interleaving, at least once each; it is idempotent on ``event_id`` and ea
 moves forward (a late ``started`` never reopens an ended episode). States, after the paper's task
 monitor: ``waiting`` (started, nothing sent yet), ``navigating`` (first page requested),
 ``thinking`` (a screenshot is with the policy), ``acting`` (an action is with the browser),
-``judging`` (ended, not yet scored) and ``judged``.
+``judging`` (ended, not yet scored) and ``judged``. A training episode succeeded when it is on
+``trajectories.success``; an evaluation episode (``purpose`` "eval") never is, so it succeeded
+when its scored trajectory passes the success filter (:func:`streams.filters.is_success`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+from streams.filters import is_eval, is_success
 
 STATES = ("waiting", "navigating", "thinking", "acting", "judging", "judged")
 TOPICS = (
@@ -52,6 +56,8 @@ class EpisodeView:
     judge_error: str | None = None
     blocked: bool = False
     repeated_steps: int = 0
+    purpose: str = "train"  # "eval": held out, judged apart from training (never trained on)
+    phase: str | None = None  # the experiment phase that produced the episode
 
     @property
     def run_id(self) -> str:
@@ -130,6 +136,8 @@ class EpisodeFold:
         self._describe(view)
         if record["kind"] == "started":
             view.started_ts = record["ts"]
+            view.purpose = record.get("purpose") or "train"
+            view.phase = record.get("phase")
         else:
             view.ended_ts = record["ts"]
             view.end_kind = record["kind"]
@@ -170,6 +178,10 @@ class EpisodeFold:
         view.repeated_steps = sum(1 for s in record["steps"] if s["repeated"])
         view.judged_ts = record["ts"]
         view.started_ts = view.started_ts or record["started_ts"]
+        view.purpose = record.get("purpose") or "train"
+        view.phase = record.get("phase")
+        if is_eval(record):  # never on trajectories.success: its success is the filter's verdict
+            view.success = is_success(record)
         self._move(view, "judged")
 
     def _trajectories_success(self, view: EpisodeView, record: dict[str, Any]) -> None:

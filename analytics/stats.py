@@ -13,7 +13,10 @@ Definitions (the table and the JSON use the same names):
   succeeded / judged, grouped by the task's domain, difficulty, site, and by the newest policy
   version whose weights served a step of the episode ("-" when none did: the steps came from
   backends without weights, scripted, heuristic or latency-model, whose inferences name no
-  version).
+  version). These are *training* figures: evaluation episodes (``purpose`` "eval") are left out.
+- *held out*: evaluation episodes, judged apart: succeeded = the scored trajectory passes the
+  success filter (they never reach ``trajectories.success``), by the newest policy version that
+  served a step, each rate with its 95% Wilson score interval (``ci_low``, ``ci_high``).
 - *steps*: policy steps, one per ``inferences`` event; *parse-error rate*: inferences whose reply
   did not parse / inferences. *Repetition rate*: steps of judged trajectories marked ``repeated``
   (the action left the screen unchanged) / steps of judged trajectories.
@@ -109,6 +112,20 @@ def distribution(values: list[float]) -> dict[str, Any]:
     out["mean"] = sum(ordered) / len(ordered) if ordered else None
     out["max"] = ordered[-1] if ordered else None
     return out
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.959964) -> tuple[float, float] | None:
+    """The Wilson score interval of a success rate (95% by default); None without trials.
+    Unlike the normal approximation it stays within [0, 1] and is not empty at 0 or n of n."""
+    if n <= 0:
+        return None
+    p, z2 = successes / n, z * z
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    # Exact bounds at 0 and n of n (rounding would leave 0.9999...).
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return low, high
 
 
 def rate(part: int, whole: int) -> float | None:
@@ -289,9 +306,10 @@ class RunStats:
 
     def figures(self) -> dict[str, Any]:
         """Every figure as plain JSON-friendly values (see the module docstring)."""
-        views = list(self.episodes.episodes.values())
+        every = list(self.episodes.episodes.values())
+        views = [v for v in every if v.purpose == "train"]
         window_s = (self.last_ts - self.first_ts) / 1000 if self.first_ts is not None else 0.0
-        ended = sum(1 for v in views if v.end_kind is not None)
+        ended = sum(1 for v in every if v.end_kind is not None)
         steps = len(self.steps_ts)
         trajectory_steps = sum(n for n, _ in self.trajectory_steps.values())
         repeated = sum(r for _, r in self.trajectory_steps.values())
@@ -303,7 +321,7 @@ class RunStats:
                 "last_ts": self.last_ts,
                 "seconds": window_s,
             },
-            "episodes": self._episode_figures(views),
+            "episodes": self._episode_figures(every, views),
             "throughput": {
                 "episodes_ended": ended,
                 "steps": steps,
@@ -311,6 +329,7 @@ class RunStats:
                 "steps_per_s": steps / window_s if window_s else None,
             },
             "success_by": {group: self._success_by(views, group) for group in GROUPS},
+            "heldout": _heldout([v for v in every if v.purpose != "train"]),
             "steps": {
                 "steps": steps,
                 "parse_errors": self.parse_errors,
@@ -338,8 +357,11 @@ class RunStats:
             "timeline": timeline(self.first_ts, self.last_ts, self.steps_ts, self.ended_ts),
         }
 
-    def _episode_figures(self, views: list[EpisodeView]) -> dict[str, Any]:
-        judged = [v for v in views if v.state == "judged"]
+    def _episode_figures(
+        self, views: list[EpisodeView], training: list[EpisodeView]
+    ) -> dict[str, Any]:
+        """Counts over every episode; judged and success over training episodes only."""
+        judged = [v for v in training if v.state == "judged"]
         successes = sum(1 for v in judged if v.success)
         return {
             "started": sum(1 for v in views if v.started_ts is not None),
@@ -397,6 +419,31 @@ class RunStats:
             },
             "without_version": self.inferences_without_version,
         }
+
+
+def _heldout(views: list[EpisodeView]) -> dict[str, Any]:
+    """Held-out success over all evaluation episodes and by policy version, with intervals."""
+    judged = [v for v in views if v.state == "judged"]
+    by_version: dict[str, list[EpisodeView]] = defaultdict(list)
+    for view in judged:
+        by_version[_group_value(view, "policy_version")].append(view)
+    ordered = sorted(by_version.items(), key=lambda item: _group_order("policy_version", item))
+    return {
+        **_with_interval(judged),
+        "by_policy_version": {version: _with_interval(group) for version, group in ordered},
+    }
+
+
+def _with_interval(judged: list[EpisodeView]) -> dict[str, Any]:
+    successes = sum(1 for v in judged if v.success)
+    interval = wilson_interval(successes, len(judged))
+    return {
+        "judged": len(judged),
+        "successes": successes,
+        "rate": rate(successes, len(judged)),
+        "ci_low": interval[0] if interval else None,
+        "ci_high": interval[1] if interval else None,
+    }
 
 
 def timeline(

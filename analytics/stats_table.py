@@ -30,6 +30,8 @@ def render(figures: dict[str, Any], caught_up: bool = True) -> Group:
     parts: list[Any] = [overview_table(figures, caught_up)]
     if figures["episodes"]["judged"]:
         parts.append(success_table(figures))
+    if figures["heldout"]["judged"]:
+        parts.append(heldout_table(figures))
     if any(figures["latency_ms"].values()):
         parts.append(latency_table(figures))
     if figures["dead_letters"]["total"]:
@@ -62,7 +64,7 @@ def overview_table(figures: dict[str, Any], caught_up: bool = True) -> Table:
             f"{episodes['ended']} ({episodes['finished']} finished, {episodes['aborted']} aborted)",
             f"{episodes['in_flight']} in flight",
         ),
-        ("judged", episodes["judged"], "scored trajectory in the log"),
+        ("judged", episodes["judged"], "training episodes with a scored trajectory in the log"),
         (
             "successes",
             f"{episodes['successes']} ({_pct(episodes['success_rate'])})",
@@ -123,6 +125,26 @@ def success_table(figures: dict[str, Any]) -> Table:
                 _pct(row["rate"]),
             )
         table.add_section()
+    return table
+
+
+def heldout_table(figures: dict[str, Any]) -> Table:
+    """Evaluation episodes only (never trained on): the learning curve, one row per version."""
+    heldout = figures["heldout"]
+    table = Table(title="held-out (eval) success by policy version", title_justify="left")
+    table.add_column("policy version")
+    table.add_column("judged", justify="right")
+    table.add_column("successes", justify="right")
+    table.add_column("rate", justify="right")
+    table.add_column("95% interval (Wilson)", justify="right")
+    rows = [*heldout["by_policy_version"].items(), ("all", heldout)]
+    for index, (version, row) in enumerate(rows):
+        if index == len(rows) - 1:
+            table.add_section()
+        interval = f"{_pct(row['ci_low'])} - {_pct(row['ci_high'])}"
+        table.add_row(
+            version, str(row["judged"]), str(row["successes"]), _pct(row["rate"]), interval
+        )
     return table
 
 

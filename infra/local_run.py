@@ -310,6 +310,9 @@ def start_sampling(
     *,
     seed: int = 0,
     difficulty_ratios: dict[str, float] | None = None,
+    purpose: str = "train",
+    pinned_version: int | None = None,
+    phase: str | None = None,
     check: bool = True,
 ) -> None:
     """Tell the sampler to keep ``in_flight`` episodes of run ``run_id`` going, at most
@@ -317,7 +320,11 @@ def start_sampling(
     ``"NAME[=W],..."``). Other runs sampling on the same stack are left alone; sending it again
     for the same run changes that run's target. With ``check``, every set must hold tasks on the
     tasks topic (else :class:`tasks.sets.UnknownTaskSet`, naming the sets that exist). Workers
-    (browser, policy, stream processors) must be running for the episodes to go anywhere."""
+    (browser, policy, stream processors) must be running for the episodes to go anywhere.
+
+    ``purpose="eval"`` marks every episode of the run held out (none reaches the learner, and the
+    policy decodes greedily); ``pinned_version`` has them served by exactly that policy version;
+    ``phase`` labels them (e.g. "warm_start", "on_policy")."""
     weights = parse_weights(task_sets) if isinstance(task_sets, str) else dict(task_sets)
     if check:
         check_known(weights, set_sizes(read_published_tasks(settings)))
@@ -328,6 +335,9 @@ def start_sampling(
         max_episodes,
         seed=seed,
         difficulty_ratios=difficulty_ratios,
+        purpose=purpose,
+        pinned_version=pinned_version,
+        phase=phase,
         now_ms=now_ms(),
     )
     _send_curriculum(settings, record)

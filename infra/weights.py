@@ -313,7 +313,7 @@ def rollback(
         training = {
             key: value
             for key, value in newest.training.items()
-            if key not in ("steps", "losses", "trained_samples", "dropped_samples")
+            if key not in ("steps", "losses", "trained_samples", "dropped_samples", "refused_eval")
         }
         return publish_weights(
             client,

@@ -53,6 +53,7 @@ from infra.weights import (
 from learner.samples import Sample, SampleBuilder
 from learner.trainer import Trainer, TrainerConfig
 from learner.window import SampleWindow, is_stale, sample_key
+from streams.filters import is_eval
 from streams.observation_reader import EventReader, EventUnavailable
 
 log = logging.getLogger(__name__)
@@ -100,6 +101,7 @@ class Ledger:
     trained: list[str] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
     losses: list[float] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)  # eval-marked successes, never trained
 
 
 def next_batch(
@@ -156,6 +158,7 @@ class Learner:
             "published": [],  # (version, seconds, bytes)
             "resumed_from": None,
             "removed_unannounced": [],
+            "refused_eval": 0,  # eval-marked successes skipped (the filter should pass none)
         }
         self.trainer: Trainer | None = None
         self.version = 0
@@ -255,6 +258,9 @@ class Learner:
     # -- steps ----------------------------------------------------------------------------------
 
     def _ingest(self, event: ConsumedEvent) -> None:
+        if is_eval(event.record):
+            self._refuse(event)
+            return
         built = self.builder.build(event.record)
         for episode_id, step, why in built.unavailable:
             log.warning("sample %s:%d is gone from the log, not trained: %s", episode_id, step, why)
@@ -262,6 +268,23 @@ class Learner:
         self.pending.append(
             PendingRecord(event.partition, event.offset, built.samples, unavailable)
         )
+        self.positions[event.partition] = event.offset + 1
+
+    def _refuse(self, event: ConsumedEvent) -> None:
+        """An evaluation episode is never trained on, even if one reaches the success stream
+        (the filter passes none): it is skipped as read, recorded in the ledger and counted."""
+        episode_id = event.record["episode_id"]
+        if not self.stats["refused_eval"]:
+            # Once: a broken filter would otherwise flood the log with one line per record.
+            log.error(
+                "%s at %s:%d is an evaluation episode on the success stream; not trained "
+                "(is an old filter running?)",
+                episode_id,
+                self.topic,
+                event.offset,
+            )
+        self.stats["refused_eval"] += 1
+        self.ledger.refused.append(episode_id)
         self.positions[event.partition] = event.offset + 1
 
     def _fresh_pending(self) -> int:
@@ -375,6 +398,7 @@ class Learner:
             "losses": self.ledger.losses,
             "trained_samples": self.ledger.trained,
             "dropped_samples": self.ledger.dropped,
+            "refused_eval": self.ledger.refused,
             "window": [
                 [e.partition, e.offset, e.sample.episode_id, e.sample.step]
                 for e in self.window.entries()

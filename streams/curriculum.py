@@ -13,6 +13,10 @@ sampling ended and whose episodes all ended keep only their counters (so a late 
 same run never reuses an episode id); the oldest of them are forgotten past
 :data:`REMEMBERED_RUNS`.
 
+A target also marks its run (:data:`RUN_MARKS`): ``purpose`` ("train", or "eval": held out, never
+trained on), ``pinned_version`` (the policy version that must serve it; null: the followed one)
+and ``phase`` (a label such as "warm_start"); every ``started`` event of the run carries them.
+
 Drawing, per episode: a set by its weight among the run's sets that have a task to give, then a
 difficulty uniformly over that set's difficulties (or by the run's ratios), then, among the tasks
 of that difficulty the run tried least often, one at random (so attempts spread evenly). Only
@@ -48,6 +52,12 @@ KEY = "sampler"  # the curriculum topic's one key (one partition, one table row)
 Task = Mapping[str, Any]
 
 
+PURPOSES = ("train", "eval")
+# What a run's target stamps on each of its episodes, with the value of a target that names none
+# (older targets: a training run served by whatever version the worker follows).
+RUN_MARKS: dict[str, Any] = {"purpose": "train", "pinned_version": None, "phase": None}
+
+
 @dataclass(frozen=True)
 class Picked:
     episode_id: str
@@ -67,7 +77,8 @@ def new_state() -> dict[str, Any]:
 
 def new_run() -> dict[str, Any]:
     return {
-        "target": {"in_flight": 0, "max_episodes": None, "ratios": {}, "task_sets": {}, "seed": 0},
+        "target": {"in_flight": 0, "max_episodes": None, "ratios": {}, "task_sets": {}, "seed": 0}
+        | dict(RUN_MARKS),
         "in_flight": {},  # episode_id -> task_id
         "started_total": 0,
         "attempts": {},  # task_id -> episodes of this run started on it
@@ -82,9 +93,19 @@ def target_event(
     *,
     seed: int = 0,
     difficulty_ratios: Mapping[str, float] | None = None,
+    purpose: str = "train",
+    pinned_version: int | None = None,
+    phase: str | None = None,
     now_ms: int,
 ) -> dict[str, Any]:
-    """A ``target`` for run ``run_id`` (each call a new input: a fresh event id)."""
+    """A ``target`` for run ``run_id`` (each call a new input: a fresh event id).
+
+    ``purpose`` "eval" marks every episode of the run as held out: none of them ever reaches the
+    learner. ``pinned_version`` has them served by exactly that policy version; ``phase`` labels
+    them for analytics.
+    """
+    if purpose not in PURPOSES:
+        raise ValueError(f"purpose must be one of {', '.join(PURPOSES)}, not {purpose!r}")
     return {
         "event_id": f"{run_id}:target:{in_flight}:{uuid.uuid4().hex[:8]}",
         "ts": now_ms,
@@ -95,6 +116,9 @@ def target_event(
         "run_id": run_id,
         "task_sets": dict(task_sets),
         "seed": seed,
+        "purpose": purpose,
+        "pinned_version": pinned_version,
+        "phase": phase,
     }
 
 
@@ -270,6 +294,9 @@ def _set_target(state: dict[str, Any], event: dict[str, Any]) -> None:
         "ratios": dict(event.get("difficulty_ratios") or {}),
         "task_sets": dict(event.get("task_sets") or {}),
         "seed": event.get("seed") if event.get("seed") is not None else 0,
+        "purpose": event.get("purpose") or "train",
+        "pinned_version": event.get("pinned_version"),
+        "phase": event.get("phase"),
     }
 
 
@@ -302,7 +329,7 @@ def _top_up_run(state: dict[str, Any], run_id: str, sets: _SetIndex, rules: Rule
             "task_id": task["task_id"],
             "start_url": task.get("start_url"),
             "horizon": rules.horizon(task.get("difficulty", "")),
-        }
+        } | {mark: target.get(mark, default) for mark, default in RUN_MARKS.items()}
         picked.append(Picked(episode_id, task))
     return picked
 
@@ -355,7 +382,8 @@ def _started(
             "task_id": info.get("task_id") or (task or {}).get("task_id", ""),
             "start_url": info.get("start_url"),
             "horizon": info.get("horizon"),
-        },
+        }
+        | {mark: info.get(mark, default) for mark, default in RUN_MARKS.items()},
     )
 
 

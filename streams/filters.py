@@ -5,7 +5,9 @@ bot wall or a captcha (matched on page titles and addresses, case-insensitively)
 kept out of sampling for a while (``site_blocked`` notice to the sampler). A trajectory goes to
 ``webgym.trajectories.success`` only when it was not aborted, the judge gave reward 1 without a
 judge error (a verifier gives 1 only to a right answer, a page only to the task done right), and
-it is not blocked. Repetition marks are set by the assembler
+it is not blocked, and it is a training trajectory: an evaluation (``purpose`` "eval") trajectory
+never goes there, whatever its reward, so held-out tasks stay held out (the learner refuses one
+too, as a second line of defence). Repetition marks are set by the assembler
 (``streams.trajectories``); the learner trains on the steps marked ``trainable``.
 """
 
@@ -58,6 +60,18 @@ def is_success(scored: dict[str, Any]) -> bool:
         and scored.get("judge_error") is None
         and not scored.get("blocked", False)
     )
+
+
+def is_eval(record: dict[str, Any]) -> bool:
+    """Whether a trajectory (or success) is marked held out; anything not marked "train" counts
+    as held out, so an unknown purpose can never leak into training. Events written before
+    purposes existed decode as "train"."""
+    return (record.get("purpose") or "train") != "train"
+
+
+def reaches_learner(scored: dict[str, Any]) -> bool:
+    """Whether a scored trajectory goes to ``webgym.trajectories.success``: a training success."""
+    return is_success(scored) and not is_eval(scored)
 
 
 def trainable_steps(scored: dict[str, Any]) -> int:

@@ -346,9 +346,24 @@ def _new_state(
         "parse_errors": 0,
         "policy_version": None,
         "policy_versions": [],
+        # The run's marks, carried into every inference request and the trajectory: an eval
+        # episode stays marked end to end, so the filter and the learner can refuse it.
+        "purpose": started.get("purpose") or "train",
+        "pinned_version": started.get("pinned_version"),
+        "phase": started.get("phase"),
         "applied": [],
         "outbox": [],
         "end": None,
+    }
+
+
+def episode_marks(state: dict[str, Any]) -> dict[str, Any]:
+    """The run's marks of an episode (purpose, pinned version, phase); an episode opened before
+    marks existed is a training episode served by whatever version the worker follows."""
+    return {
+        "purpose": state.get("purpose") or "train",
+        "pinned_version": state.get("pinned_version"),
+        "phase": state.get("phase"),
     }
 
 
@@ -477,6 +492,7 @@ def _ask_policy(state: dict[str, Any], event_id: str, now_ms: int) -> Transition
         "observation_event_ids": context.observation_event_ids,
         "memory": context.memory,
         "deadline_ts": state["deadline_ts"],
+        **episode_marks(state),
     }
     state["status"] = "thinking"
     state["step"] = step

@@ -67,6 +67,9 @@ def assemble(state: dict[str, Any]) -> dict[str, Any]:
         "final_observation_event_id": current.get("event_id"),
         "final_page_signals": current.get("signals") or {},
         "steps": steps,
+        # An episode opened before runs were marked is a training episode.
+        "purpose": state.get("purpose") or "train",
+        "phase": state.get("phase"),
     }
 
 

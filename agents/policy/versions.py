@@ -23,6 +23,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
@@ -203,6 +204,94 @@ class VersionFollower:
             log.warning("unreadable policy version record: %s", exc)
             return
         self.offer(event)
+
+
+class PinnedUnavailable(RuntimeError):
+    """A pinned version that this worker cannot serve (the message names it and says why)."""
+
+
+class PinnedVersions:
+    """Backends of pinned policy versions (evaluation of a frozen version), built on demand and
+    kept for the ``capacity`` most recently used.
+
+    Guarantees: :meth:`backend` returns a backend built from exactly version N's weights, fetched
+    and verified like a followed version (its announcement on the versions topic, the manifest's
+    sha256, every file's) and trained from the worker's base model; version 0 is the base model.
+    A version that this worker has not seen announced (not yet read, or compacted away), that
+    was trained from another base model, or whose weights cannot be fetched or built raises
+    :class:`PinnedUnavailable` naming it: it is never served by another version. A failure is not
+    remembered: the next request for the version tries again. Thread-safe; one build at a time.
+    """
+
+    KEEP_ANNOUNCED = 256  # newest announcements kept (a pinned version is a recent one)
+
+    def __init__(
+        self,
+        policy_name: str,
+        base_model: str | None,
+        fetch: Callable[[dict[str, Any]], Path],
+        build: Callable[[Path | None], Any],
+        capacity: int = 2,
+    ):
+        if capacity < 1:
+            raise ValueError(f"keep at least one pinned backend, not {capacity}")
+        self.policy_name, self.base_model = policy_name, base_model
+        self._fetch, self._build, self.capacity = fetch, build, capacity
+        self._announced: dict[int, dict[str, Any]] = {}
+        self._backends: OrderedDict[int, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def announced(self, event: dict[str, Any]) -> None:
+        """A ``policy_version`` record as read from the topic (any policy, any order)."""
+        if event["policy_name"] != self.policy_name:
+            return
+        with self._lock:
+            self._announced[event["policy_version"]] = event
+            for old in sorted(self._announced)[: -self.KEEP_ANNOUNCED]:
+                del self._announced[old]
+
+    def backend(self, version: int) -> Any:
+        with self._lock:
+            if version in self._backends:
+                self._backends.move_to_end(version)
+                return self._backends[version]
+            backend = self._load(version)
+            self._backends[version] = backend
+            while len(self._backends) > self.capacity:
+                self._backends.popitem(last=False)
+            return backend
+
+    def cached(self) -> list[int]:
+        with self._lock:
+            return list(self._backends)
+
+    def _load(self, version: int) -> Any:
+        name = f"{self.policy_name} v{version}"
+        if version == 0:
+            weights = None
+        else:
+            event = self._announced.get(version)
+            if event is None:
+                raise PinnedUnavailable(
+                    f"pinned {name} was never announced to this worker (not published, not yet "
+                    "read, or compacted away)"
+                )
+            announced = event.get("base_model")
+            if self.base_model and announced and not same_base_model(announced, self.base_model):
+                raise PinnedUnavailable(
+                    f"pinned {name} was trained from {announced!r}, this worker serves "
+                    f"{self.base_model!r}"
+                )
+            try:
+                weights = self._fetch(event)
+            except Exception as exc:  # noqa: BLE001 - answered as an error naming the version
+                raise PinnedUnavailable(f"pinned {name}: {type(exc).__name__}: {exc}") from exc
+        try:
+            return self._build(weights)
+        except Exception as exc:  # noqa: BLE001 - answered as an error naming the version
+            raise PinnedUnavailable(
+                f"pinned {name} could not be built: {type(exc).__name__}: {exc}"
+            ) from exc
 
 
 class SwapBusy(RuntimeError):

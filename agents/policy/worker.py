@@ -22,6 +22,14 @@ a logged error; any other failure is logged, counted and retried with backoff, a
 version keeps serving. :meth:`PolicyWorker.status` (logged every ``status_every_s``) says which
 version serves (``serving_version``) and how many swaps failed (``swap_failures``).
 
+Evaluation (a request whose ``purpose`` is "eval") is decoded greedily, whatever the worker's
+temperature and top-p (:func:`agents.policy.backends.greedy`). A request that pins a
+``pinned_version`` is served by exactly that version's weights: the followed version if it is
+that one, else a backend of that version (:class:`agents.policy.versions.PinnedVersions`: fetched
+and verified like a followed one, the ``pinned_backends`` most recently used kept); a version that
+cannot be loaded is answered with a backend-error inference naming it, never by another version.
+A backend without weights serves pinned requests as any other (its replies name no version).
+
 A backend call gets ``infer_timeout_s`` (``policy_infer_timeout_s``). A failing call, or one
 with no answer in time, is answered with one error inference per request (``backend error:
 ...``), so the orchestrator asks again within the episode's parse-error budget instead of
@@ -63,9 +71,14 @@ from typing import Any, Protocol
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
 
-from agents.policy.backends import ChatRequest, Generation
+from agents.policy.backends import ChatRequest, Generation, greedy
 from agents.policy.parser import BACKEND_ERROR, ParsedReply, parse_reply
-from agents.policy.versions import ServingGate, VersionFollower
+from agents.policy.versions import (
+    PinnedUnavailable,
+    PinnedVersions,
+    ServingGate,
+    VersionFollower,
+)
 from infra.consumer import build_consumer, drain
 from infra.dead_letters import DeadLetterRouter, OutOfOrderStep
 from infra.objects import build_minio
@@ -75,6 +88,7 @@ from infra.settings import Settings
 from infra.step_reference import StepReference
 from infra.weights import fetch_weights
 from schemas.serde import EventDecodeError, SchemaCatalog, default_catalog
+from streams.filters import is_eval  # the one rule of what counts as evaluation
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +128,7 @@ class PolicyWorkerConfig:
     swap_retry_s: float = 1.0  # a failed swap is tried again after this, doubling up to the max
     swap_retry_max_s: float = 60.0
     status_every_s: float = 60.0  # how often the worker logs its status
+    pinned_backends: int = 2  # backends of pinned versions kept (evaluation of frozen versions)
 
 
 @dataclass
@@ -128,6 +143,18 @@ class Pending:
 class ServingVersion:
     backend: Backend
     version: int | None  # 0 = the base model, before any published version; None: no weights
+
+
+NO_VERSION = ServingVersion(backend=None, version=None)  # what an unserved request names
+
+
+def serving_groups(batch: list[Pending]) -> list[list[Pending]]:
+    """The batch split by what serves it (pinned version, greedy or not), in arrival order."""
+    groups: dict[tuple[int | None, bool], list[Pending]] = {}
+    for item in batch:
+        key = (item.record.get("pinned_version"), is_eval(item.record))
+        groups.setdefault(key, []).append(item)
+    return list(groups.values())
 
 
 class InferTimeout(Exception):
@@ -245,6 +272,7 @@ class PolicyWorker:
             "serving_version": None,  # None: a backend that uses no weights
             "swap_failures": 0,  # swaps that failed for a reason other than a refusal
             "last_swap_error": None,
+            "pinned_unavailable": 0,  # requests pinned to a version this worker could not load
         }
         base = backend_factory(None)
         self.serving = ServingVersion(base, 0 if uses_weights(base) else None)
@@ -256,6 +284,15 @@ class PolicyWorker:
         self._abandoned: set[BackendCall] = set()  # timed out, still running: slots held
         self._abandoned_lock = threading.Lock()
         self._blocked_warned = 0.0
+        self._minio: Any = None  # built at the first fetch: MinIO may be down when we start
+        self._minio_lock = threading.Lock()
+        self.pinned = PinnedVersions(
+            config.policy_name,
+            config.base_model,
+            self._fetch_weights,
+            self._build_pinned,
+            capacity=config.pinned_backends,
+        )
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -411,16 +448,44 @@ class PolicyWorker:
 
     def _serve(self, batch: list[Pending]) -> None:
         """Answer one batch, exactly one inference per request: a failing or timed-out backend
-        call answers it with error inferences, never stalls."""
+        call answers it with error inferences, never stalls. Evaluation requests are decoded
+        greedily; a request that pins a version is served by exactly that version, or answered
+        with an error naming it."""
+        for group in serving_groups(batch):
+            self._serve_group(group)
+
+    def _serve_group(self, batch: list[Pending]) -> None:
+        try:  # outside the gate: building a pinned backend waits for running calls
+            pinned = self._pinned_serving(batch[0].record.get("pinned_version"))
+        except PinnedUnavailable as exc:
+            self.stats["pinned_unavailable"] += len(batch)
+            log.warning("%d requests answered with errors: %s", len(batch), exc)
+            for item in batch:
+                self._emit(item, None, NO_VERSION, f"{BACKEND_ERROR}{exc}"[:500])
+            return
         self._gate.enter()  # no swap between choosing the version and calling its backend
         try:
-            self._serve_on(batch)
+            self._serve_on(batch, pinned, is_eval(batch[0].record))
         finally:
             self._gate.leave()
 
-    def _serve_on(self, batch: list[Pending]) -> None:
+    def _pinned_serving(self, version: int | None) -> ServingVersion | None:
+        """What serves requests pinned to ``version`` (None: the followed version does)."""
+        if version is None:
+            return None
         with self._serving_lock:
-            serving = self.serving  # the version in force when the batch starts
+            current = self.serving
+        if current.version is None:
+            return None  # a backend without weights has no versions: its replies name none
+        if current.version == version:
+            return current  # held on to: a swap meanwhile does not move these requests
+        return ServingVersion(self.pinned.backend(version), version)
+
+    def _serve_on(
+        self, batch: list[Pending], pinned: ServingVersion | None, evaluation: bool
+    ) -> None:
+        with self._serving_lock:
+            serving = pinned or self.serving  # the version in force when the batch starts
         answerable = []
         for item in batch:
             absent = [i for i in item.record["observation_event_ids"] if self.images.get(i) is None]
@@ -441,7 +506,9 @@ class PolicyWorker:
                 )
                 for item in answerable
             ]
-            replies = self._generate(serving.backend, requests)
+            # Evaluation measures the policy, not the exploration: greedy, whatever the settings.
+            backend = greedy(serving.backend) if evaluation else serving.backend
+            replies = self._generate(backend, requests)
             if len(replies) != len(requests):
                 raise RuntimeError(f"{len(replies)} replies to {len(requests)} requests")
             generations = list(replies)
@@ -557,29 +624,35 @@ class PolicyWorker:
     def _follow_versions(self, stop: threading.Event) -> None:
         """Follow the compacted versions topic from the start until ``stop`` (see
         :mod:`agents.policy.versions`); never ends on an error."""
-        weights_dir = self.settings.cache_dir / "weights"
-        clients: list[Any] = []  # built at the first fetch: MinIO may be down when we start
 
-        def fetch(event: dict[str, Any]) -> Path:
-            if not clients:
-                clients.append(build_minio(self.settings))
-            return fetch_weights(clients[0], event, weights_dir)
+        def decode(value: bytes) -> dict[str, Any]:
+            event = self.catalog.decode(value, "policy_version").record
+            self.pinned.announced(event)  # any announced version may be pinned later
+            return event
 
         follower = VersionFollower(
             self.config.policy_name,
             self.config.base_model,
-            fetch,
+            self._fetch_weights,
             self._install,
             lambda: self.serving.version,
             self.stats,
             retry_s=self.config.swap_retry_s,
             retry_max_s=self.config.swap_retry_max_s,
         )
-        follower.follow(
-            stop,
-            self._open_versions_reader,
-            lambda value: self.catalog.decode(value, "policy_version").record,
-        )
+        follower.follow(stop, self._open_versions_reader, decode)
+
+    def _fetch_weights(self, event: dict[str, Any]) -> Path:
+        """Download and verify the weights a version event announces (cached on disk)."""
+        with self._minio_lock:
+            if self._minio is None:
+                self._minio = build_minio(self.settings)
+        return fetch_weights(self._minio, event, self.settings.cache_dir / "weights")
+
+    def _build_pinned(self, weights: Path | None) -> Backend:
+        """The backend of a pinned version, built with no backend call running (as a swap)."""
+        with self._gate.swap(self.infer_timeout_s):
+            return self.backend_factory(weights)
 
     def _open_versions_reader(self) -> Consumer:
         reader = Consumer(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from infra.producer import now_ms
-from streams.filters import is_success
+from streams.filters import reaches_learner
 from streams.orchestrator import Output
 
 
@@ -18,7 +18,7 @@ def register(streams) -> None:
                 continue
             episode_id = record["episode_id"]
             outputs = []
-            if is_success(record):
+            if reaches_learner(record):
                 success = {**record, "event_id": f"{episode_id}:success"}
                 outputs.append(
                     Output("trajectories.success", "scored_trajectory", episode_id, success)

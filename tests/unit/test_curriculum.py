@@ -7,10 +7,12 @@ import random
 from collections import Counter
 from typing import Any
 
+import pytest
+
 from schemas.serde import default_catalog
 from sites import generate_sites
 from sites.tasks import generate_tasks
-from streams.curriculum import apply, pick_from_sets, pick_task, short_of_target
+from streams.curriculum import apply, pick_from_sets, pick_task, short_of_target, target_event
 from streams.orchestrator import Output, Rules
 from tasks import miniwob
 from tasks.practice_web import practice_web_tasks
@@ -87,6 +89,9 @@ def test_a_target_starts_that_many_episodes():
             "task_id": task["task_id"],
             "start_url": task["start_url"],
             "horizon": RULES.horizon(task["difficulty"]),
+            "purpose": "train",
+            "pinned_version": None,
+            "phase": None,
         },
     )
     assert state["runs"]["r1"]["in_flight"] == {o.key: o.record["task_id"] for o in outputs}
@@ -389,3 +394,28 @@ def test_pick_from_sets_without_anything_to_pick():
     sets = {PRACTICE: TASKS}
     assert pick_from_sets(sets, {PRACTICE: 1.0}, {"expert": 1.0}, {}, random.Random(0)) is None
     assert pick_from_sets(sets, {PRACTICE: 1.0}, {}, {}, random.Random(0)) is not None
+
+
+def test_a_runs_purpose_pinned_version_and_phase_go_into_every_started_event():
+    marks = {"purpose": "eval", "pinned_version": 3, "phase": "on_policy"}
+    state, outputs, _ = step(None, target(3, **marks))
+    _, trained, _ = step(state, target(2, run_id="r2", event_id="target-2"))
+    assert [{k: o.record[k] for k in marks} for o in outputs] == [marks] * 3
+    assert {(o.record["purpose"], o.record["pinned_version"]) for o in trained} == {("train", None)}
+    # a re-delivered target re-sends the same marked events
+    _, again, _ = step(state, target(3, **marks))
+    assert [o.record for o in again] == [o.record for o in outputs]
+
+
+def test_a_target_without_marks_runs_train_episodes_served_by_any_version():
+    old = target(2)
+    default_catalog().encode("curriculum", old, version=2)  # as a v2 writer sent it
+    _, outputs, _ = step(None, old)
+    marks = {(o.record["purpose"], o.record["pinned_version"], o.record["phase"]) for o in outputs}
+    assert marks == {("train", None, None)}
+
+
+def test_a_target_with_an_unknown_purpose_is_refused_where_it_is_built():
+    with pytest.raises(ValueError, match="purpose"):
+        target_event("r", {PRACTICE: 1.0}, 1, purpose="holdout", now_ms=NOW)
+    assert target_event("r", {PRACTICE: 1.0}, 1, purpose="eval", now_ms=NOW)["purpose"] == "eval"

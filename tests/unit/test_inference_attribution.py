@@ -46,7 +46,7 @@ def _worker(factory, backend_name: str) -> PolicyWorker:
     return worker
 
 
-def _ask(worker: PolicyWorker, episode: str = "run-000001") -> dict:
+def _ask(worker: PolicyWorker, episode: str = "run-000001", **marks) -> dict:
     messages = [{"role": "user", "content": [{"type": "text", "text": "Click the button."}]}]
     record = {
         "event_id": f"{episode}:1:infer",
@@ -55,6 +55,7 @@ def _ask(worker: PolicyWorker, episode: str = "run-000001") -> dict:
         "task_id": "site-0-task-0-easy",
         "messages_json": json.dumps(messages),
         "observation_event_ids": [],
+        **marks,
     }
     worker._serve([Pending(record, ("webgym.ops.infer", 0), 0, time.monotonic())])
     return worker.producer.events[-1]
@@ -102,6 +103,8 @@ def test_the_local_backend_names_its_version_and_sampling(tiny, tmp_path):
     assert base["policy_version"] == 0  # the base model, before any version
     assert (base["temperature"], base["top_p"]) == pytest.approx((0.7, 0.9))
     assert 0 < len(base["token_ids"]) == len(base["logprobs"])
+    held_out = _ask(worker, "run-000009", purpose="eval")  # evaluation: greedy on the same model
+    assert (held_out["policy_version"], held_out["temperature"], held_out["top_p"]) == (0, 0, 1)
     full = build_tiny_vl_model(tmp_path / "weights" / "web" / ("v2-" + "2" * 16), seed=1)
     worker._install(full, 2)
     assert _ask(worker, "run-000002")["policy_version"] == 2

@@ -183,6 +183,9 @@ def test_a_full_episode_from_start_to_answer():
         "observation_event_ids": [f"{EP}:0:observation"],
         "memory": None,
         "deadline_ts": T0 + 600_000,
+        "purpose": "train",
+        "pinned_version": None,
+        "phase": None,
     }
     state = t.state
     assert (state["status"], state["step"]) == ("thinking", 1)
@@ -550,3 +553,45 @@ def test_an_operators_abort_ends_the_episode_without_a_second_terminal_event():
     # re-delivered (the outputs may have been lost in a crash): the same outputs again
     again = on_episode_event(t.state, abort, T0 + 6000)
     assert (again.changed, again.outputs) == (False, outputs)
+
+
+# -- the run's marks: purpose, pinned version, phase ----------------------------------------------
+
+EVAL_MARKS = {"purpose": "eval", "pinned_version": 4, "phase": "on_policy"}
+
+
+def test_the_runs_marks_go_into_every_inference_request_and_the_trajectory():
+    state = navigating(**EVAL_MARKS)
+    requests = []
+    t = on_observation(state, observation(0), 0, 10, T0 + 1000)
+    requests.append(only(t).record)
+    t = on_inference(t.state, inference(1, CLICK, policy_version=4), T0 + 1500)
+    t = on_observation(t.state, observation(1, "about"), 0, 11, T0 + 2000)
+    requests.append(only(t).record)
+    t = on_inference(t.state, inference(2, ANSWER, policy_version=4), T0 + 2500)
+    trajectory = next(o.record for o in encoded(t) if o.topic == "trajectories")
+    assert [{k: r[k] for k in EVAL_MARKS} for r in requests] == [EVAL_MARKS] * 2
+    assert (trajectory["purpose"], trajectory["phase"]) == ("eval", "on_policy")
+
+
+def test_an_unmarked_episode_is_a_train_episode_and_so_is_one_opened_before_marks_existed():
+    t = on_observation(navigating(), observation(0), 0, 10, T0 + 1000)
+    assert {k: only(t).record[k] for k in EVAL_MARKS} == {
+        "purpose": "train",
+        "pinned_version": None,
+        "phase": None,
+    }
+    old = {k: v for k, v in navigating().items() if k not in EVAL_MARKS}  # a v1-era table row
+    t = on_observation(old, observation(0), 0, 10, T0 + 1000)
+    assert only(t).record["purpose"] == "train"
+    t = on_episode_event(t.state, {**started(), "event_id": f"{EP}:abort", "kind": "aborted",
+                                   "reason": "operator"}, T0 + 1200)
+    trajectory = next(o.record for o in encoded(t) if o.topic == "trajectories")
+    assert (trajectory["purpose"], trajectory["phase"]) == ("train", None)
+
+
+def test_a_v1_started_event_decodes_as_a_train_episode():
+    catalog = default_catalog()
+    v1 = catalog.encode("episode", started(), version=1)
+    record = catalog.decode(v1, "episode").record
+    assert (record["purpose"], record["pinned_version"], record["phase"]) == ("train", None, None)

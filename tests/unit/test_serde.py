@@ -102,15 +102,17 @@ def test_archived_v1_observation_decodes_with_the_newer_reader():
     assert decoded.record["title"] == expected["title"]
 
 
-def test_archived_v1_task_and_target_decode_with_the_v2_readers():
+def test_archived_v1_task_and_target_decode_with_the_newest_readers():
     task = CATALOG.decode((DATA / "task.v1.bin").read_bytes(), "task")
     assert (task.writer_version, CATALOG.latest("task").version) == (1, 2)
     assert task.record["task_id"] == sample("task")["task_id"]
     assert task.record["task_set"] == ""  # a v1 task belongs to no set
     target = CATALOG.decode((DATA / "curriculum.v1.bin").read_bytes(), "curriculum")
-    assert (target.writer_version, CATALOG.latest("curriculum").version) == (1, 2)
+    assert (target.writer_version, CATALOG.latest("curriculum").version) == (1, 3)
     assert target.record["kind"] == "target" and target.record["run_id"] == "run1"
     assert target.record["task_sets"] == {}  # a v1 target names no set
+    marks = (target.record["purpose"], target.record["pinned_version"], target.record["phase"])
+    assert marks == ("train", None, None)  # an old run trains, served by the followed version
 
 
 def test_old_versions_are_kept():
@@ -144,14 +146,14 @@ def test_truncated_and_padded_bodies_are_corrupt():
 
 def test_expected_type_mismatch_is_rejected():
     encoded = CATALOG.encode("episode", sample("episode"))
-    with pytest.raises(CorruptEventError, match="expected a observation event, got episode v1"):
+    with pytest.raises(CorruptEventError, match="expected a observation event, got episode v2"):
         CATALOG.decode(encoded, expected_type="observation")
 
 
 def test_encode_rejects_records_that_do_not_fit():
     record = sample("episode")
     del record["task_id"]
-    with pytest.raises(EventEncodeError, match="episode v1"):
+    with pytest.raises(EventEncodeError, match="episode v2"):
         CATALOG.encode("episode", record)
     with pytest.raises(EventEncodeError, match="unknown event type 'episod'"):
         CATALOG.encode("episod", record)

@@ -14,7 +14,7 @@ from rich.console import Console
 from analytics.errors import AnalyticsError
 from analytics.plots import CHARTS, write_plots
 from analytics.prometheus import StatsCollector
-from analytics.stats import RunStats, distribution, percentile, timeline
+from analytics.stats import RunStats, distribution, percentile, timeline, wilson_interval
 from analytics.stats_cli import parse_since
 from analytics.stats_table import render
 
@@ -375,3 +375,66 @@ def test_since_accepts_times_and_durations():
         parse_since("yesterday", now)
     with pytest.raises(AnalyticsError, match="in the future"):
         parse_since("2099-01-01", now)
+
+
+# -- held-out (eval) success, apart from training ------------------------------------------------
+
+
+def test_the_wilson_interval_matches_known_values():
+
+    assert wilson_interval(0, 0) is None
+    low, high = wilson_interval(8, 10)
+    assert (round(low, 4), round(high, 4)) == (0.4902, 0.9433)
+    low, high = wilson_interval(0, 10)
+    assert low == 0.0 and round(high, 4) == 0.2775  # not empty at 0 of n
+    low, high = wilson_interval(10, 10)
+    assert round(low, 4) == 0.7225 and high == 1.0
+
+
+def _marked_episode(stats, episode: str, version: int, reward: float, purpose: str) -> None:
+    started = {"event_id": f"{episode}:started", "episode_id": episode, "ts": 100,
+               "kind": "started", "task_id": "t", "purpose": purpose, "phase": None}
+    scored = {"event_id": f"{episode}:scored", "episode_id": episode, "step": 1, "ts": 2_000,
+              "task_id": "t", "website": "w", "difficulty": "easy", "reward": reward,
+              "aborted": False, "judge_error": None, "blocked": False, "started_ts": 100,
+              "steps": [{"step": 1, "repeated": False}], "policy_versions": [version],
+              "purpose": purpose}  # fmt: skip
+    inference = {"event_id": f"{episode}:1:inference", "episode_id": episode, "step": 1,
+                 "ts": 1_000, "policy_version": version, "parse_error": None, "latency_ms": 1.0,
+                 "action": {"kind": "answer"}}  # fmt: skip
+    stats.apply("episodes", started)
+    stats.apply("inferences", inference)
+    stats.apply("trajectories.scored", scored)
+    if reward >= 1 and purpose == "train":
+        stats.apply("trajectories.success", {**scored, "event_id": f"{episode}:success"})
+
+
+def test_heldout_success_by_version_is_kept_apart_from_training_success():
+    stats = RunStats()
+    for n, (version, reward) in enumerate([(1, 0.0), (1, 1.0), (2, 1.0), (2, 1.0), (2, 0.0)]):
+        _marked_episode(stats, f"ev-{n:06d}", version, reward, "eval")
+    _marked_episode(stats, "tr-000000", 2, 1.0, "train")
+    _marked_episode(stats, "tr-000001", 2, 0.0, "train")
+    figures = stats.figures()
+    assert figures["episodes"]["started"] == 7  # every episode is counted...
+    episodes = figures["episodes"]
+    assert (episodes["judged"], episodes["successes"]) == (2, 1)  # ...training success apart
+    assert figures["success_by"]["policy_version"] == {
+        "2": {"judged": 2, "successes": 1, "rate": 0.5}
+    }
+    heldout = figures["heldout"]
+    assert (heldout["judged"], heldout["successes"]) == (5, 3)
+    by_version = heldout["by_policy_version"]
+    assert list(by_version) == ["1", "2"]
+    assert (by_version["1"]["judged"], by_version["1"]["successes"]) == (2, 1)
+    assert (by_version["2"]["judged"], by_version["2"]["successes"]) == (3, 2)
+    assert by_version["2"]["ci_low"] < 2 / 3 < by_version["2"]["ci_high"]
+    rendered = render(figures)  # the table shows it
+    assert any("held-out" in str(getattr(part, "title", "")) for part in rendered.renderables)
+
+
+def test_without_eval_episodes_there_is_no_heldout_figure():
+    stats = RunStats()
+    _marked_episode(stats, "tr-000000", 2, 1.0, "train")
+    assert stats.figures()["heldout"]["judged"] == 0
+    assert stats.figures()["heldout"]["ci_low"] is None

@@ -15,7 +15,14 @@ from schemas.serde import default_catalog
 from sites import generate_sites
 from sites.tasks import generate_tasks
 from sites.verifier import JUDGE_NAME, JUDGE_VERSION
-from streams.filters import detect_block, is_success, trainable_steps
+from streams.filters import (
+    SCORE_FIELDS,
+    detect_block,
+    is_eval,
+    is_success,
+    reaches_learner,
+    trainable_steps,
+)
 from streams.judges import Score
 from streams.judging import Judging, PracticeWebJudge, scored_event
 from streams.orchestrator import Rules, on_inference, on_observation, on_started
@@ -33,7 +40,9 @@ def page(url: str, screen: str, title: str = "A page") -> dict[str, Any]:
     return {"url": url, "title": title, "screenshot": f"jpeg {screen}".encode()}
 
 
-def play(task: dict, pages: list[dict], replies: list[dict | None]) -> dict[str, Any]:
+def play(
+    task: dict, pages: list[dict], replies: list[dict | None], **marks: Any
+) -> dict[str, Any]:
     """One episode through the orchestrator; its trajectory.
 
     ``pages[0]`` is shown after navigating, the next page after every action that runs;
@@ -46,6 +55,7 @@ def play(task: dict, pages: list[dict], replies: list[dict | None]) -> dict[str,
         "ts": T0,
         "kind": "started",
         "task_id": task["task_id"],
+        **marks,
     }
     state = on_started(None, started, task, RULES, T0).state
     pages = iter(pages)
@@ -307,3 +317,35 @@ def test_a_judge_that_refuses_the_client_gives_judge_errors_not_a_dead_stream():
     assert score.reward == 0.0
     assert score.judge_name == "llm:missing-model"
     assert score.judge_error.startswith("judge configuration error (NotFoundError)")
+
+
+def solved(task: dict, **marks: Any) -> dict[str, Any]:
+    """A scored trajectory of ``task`` solved right (reward 1), with the run's ``marks``."""
+    pages = solution_pages(task)
+    navigate = [{"kind": "navigate", "url": p["url"]} for p in pages[1:]]
+    answer = {"kind": "answer", "text": task["definite_answer"]}
+    trajectory = play(task, pages, [*navigate, answer], **marks)
+    score = asyncio.run(PracticeWebJudge().score(task, trajectory, []))
+    event = scored_event(trajectory, score, detect_block(trajectory))
+    catalog = default_catalog()
+    return catalog.decode(catalog.encode("scored_trajectory", event), "scored_trajectory").record
+
+
+def test_an_eval_success_never_reaches_the_learner_whatever_its_reward():
+    held_out = solved(TASKS[1], purpose="eval", phase="on_policy")
+    assert (held_out["purpose"], held_out["phase"]) == ("eval", "on_policy")
+    assert is_success(held_out) and is_eval(held_out)  # it counts as a held-out success...
+    assert not reaches_learner(held_out)  # ...but is never training data
+    assert reaches_learner(solved(TASKS[1], phase="warm_start"))
+    assert not reaches_learner({**held_out, "purpose": "something new"})  # unknown: held out
+
+
+def test_old_trajectories_decode_as_train():
+    catalog = default_catalog()
+    record = {k: v for k, v in solved(TASKS[1]).items() if k not in ("purpose", "phase")}
+    for event_type, version in (("scored_trajectory", 5), ("trajectory", 5)):
+        if event_type == "trajectory":
+            record = {k: v for k, v in record.items() if k not in SCORE_FIELDS}
+        old = catalog.decode(catalog.encode(event_type, record, version=version)).record
+        assert (old["purpose"], old["phase"]) == ("train", None)
+        assert not is_eval(old)

@@ -136,6 +136,18 @@ def test_sampling_goes_to_the_engine_and_is_recorded(fake_vllm):
     assert generation.sampling == Sampling(0.7, 0.9)
 
 
+def test_a_greedy_view_draws_greedily_on_the_same_engine(fake_vllm):
+    from agents.policy.backends import greedy
+    from agents.policy.backends.vllm_inprocess import VLLMBackend
+
+    backend = VLLMBackend("base-model", temperature=0.7, top_p=0.9, max_new_tokens=33)
+    generation = greedy(backend).generate(HI)[0]
+    sampling = _engine_of(backend).calls[0][1]
+    assert (sampling.temperature, sampling.top_p, sampling.max_tokens) == (0.0, 1.0, 33)
+    assert generation.sampling == Sampling(0.0, 1.0)
+    assert backend.generate(HI)[0].sampling == Sampling(0.7, 0.9)  # the backend itself samples
+
+
 def test_a_lora_version_reuses_the_engine_under_a_stable_name_and_id(fake_vllm, tmp_path):
     from agents.policy.backends.vllm_inprocess import VLLMBackend
 

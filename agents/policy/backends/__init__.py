@@ -76,3 +76,20 @@ class Generation:
     latency_ms: float
     model: str
     sampling: Sampling | None = None
+
+
+def greedy(backend: Any) -> Any:
+    """``backend`` drawing greedily (temperature 0), for evaluation, whatever its own sampling;
+    the backend itself when it decodes greedily already or draws nothing (a weightless policy,
+    whose ``sampling`` is absent or None). A sampling backend must offer
+    ``with_sampling(sampling)``: the same model, weights and threads, drawing so."""
+    sampling = getattr(backend, "sampling", None)
+    if sampling is None or sampling.greedy:
+        return backend
+    with_sampling = getattr(backend, "with_sampling", None)
+    if with_sampling is None:
+        raise TypeError(
+            f"{type(backend).__name__} samples at temperature {sampling.temperature} and has no "
+            "with_sampling(): it cannot serve evaluation requests greedily"
+        )
+    return with_sampling(GREEDY)

@@ -19,6 +19,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import copy
 import io
 import threading
 import time
@@ -71,6 +72,14 @@ class LocalBackend:
         self.model.eval()
         eos = self.model.generation_config.eos_token_id
         self._eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+
+    def with_sampling(self, sampling: Sampling) -> LocalBackend:
+        """The same model (and lock: one call at a time on it), drawing replies with
+        ``sampling``."""
+        other = copy.copy(self)
+        other.sampling = sampling.effective
+        other.temperature = other.sampling.temperature
+        return other
 
     def generate(self, requests: list[ChatRequest]) -> list[Generation]:
         """Generate one reply per request (one padded batch); see the module guarantees."""

@@ -74,6 +74,12 @@ class OpenAIBackend:
         self._max_tokens = max_tokens
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="openai")
 
+    def with_sampling(self, sampling: Sampling) -> OpenAIBackend:
+        """The same client, model and threads, drawing replies with ``sampling``."""
+        other = copy.copy(self)
+        other.sampling = sampling.effective
+        return other
+
     def serving(self, model: str) -> OpenAIBackend:
         """The same client, sampling and threads, asking the server for ``model`` (a loaded
         adapter's name) instead."""

@@ -145,20 +145,31 @@ class VLLMBackend:
     ):
         """The backend of the base ``model``, on a new engine (``engine_factory``: how engines
         are built; default: `vllm.LLM`)."""
-        from vllm import SamplingParams
-
         self.model = model
+        self._max_new_tokens = max_new_tokens
         self.sampling = Sampling(temperature, top_p).effective
-        # logprobs=0: the log-probability of each sampled token only.
-        self._params = SamplingParams(
-            temperature=self.sampling.temperature,
-            top_p=self.sampling.top_p,
-            max_tokens=max_new_tokens,
-            logprobs=0,
-        )
+        self._params = self._sampling_params(self.sampling)
         self._engine = VLLMEngine(model, engine_factory or vllm_engine_factory(max_lora_rank))
         self._engine_model = model
         self._lora: Any = None
+
+    def _sampling_params(self, sampling: Sampling) -> Any:
+        from vllm import SamplingParams
+
+        # logprobs=0: the log-probability of each sampled token only.
+        return SamplingParams(
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            max_tokens=self._max_new_tokens,
+            logprobs=0,
+        )
+
+    def with_sampling(self, sampling: Sampling) -> VLLMBackend:
+        """The same engine, model and adapter, drawing replies with ``sampling``."""
+        other = copy.copy(self)
+        other.sampling = sampling.effective
+        other._params = self._sampling_params(other.sampling)
+        return other
 
     def with_weights(self, weights: Path | None) -> VLLMBackend:
         """The backend serving a published version (None: the base model), on this worker's
