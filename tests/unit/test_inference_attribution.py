@@ -6,9 +6,7 @@ that group success by version credit its episodes to none."""
 from __future__ import annotations
 
 import json
-import sys
 import time
-import types
 from pathlib import Path
 
 import pytest
@@ -23,6 +21,7 @@ from infra.settings import Settings
 from schemas.serde import default_catalog
 from streams.trajectories import assemble
 from tests.vllm_server_standin import StandInVLLMServer, serving
+from tests.unit.test_vllm_backend import fake_vllm  # noqa: F401 - a fixture
 
 
 class RecordingProducer:
@@ -123,17 +122,7 @@ def test_the_openai_backend_names_the_version_of_the_adapter_it_asked_for(tmp_pa
     assert (event["temperature"], event["top_p"]) == (0.0, 1.0)  # greedy by default
 
 
-def test_the_vllm_backend_names_its_version(monkeypatch, tmp_path):
-    from tests.unit.test_vllm_backend import StandInEngine, StandInLoRA
-
-    vllm = types.ModuleType("vllm")
-    vllm.LLM = StandInEngine
-    vllm.SamplingParams = lambda **kw: types.SimpleNamespace(**kw)
-    lora = types.ModuleType("vllm.lora.request")
-    lora.LoRARequest = StandInLoRA
-    monkeypatch.setitem(sys.modules, "vllm", vllm)
-    monkeypatch.setitem(sys.modules, "vllm.lora", types.ModuleType("vllm.lora"))
-    monkeypatch.setitem(sys.modules, "vllm.lora.request", lora)
+def test_the_vllm_backend_names_its_version(fake_vllm, tmp_path):
     worker = _worker(backend_factory(BackendOptions("vllm", model="base")), "vllm")
     assert _ask(worker, "run-000001")["policy_version"] == 0
     worker._install(_fetched(tmp_path, 5, adapter=True), 5)
