@@ -270,8 +270,14 @@ def test_a_silent_policy_side_ends_episodes_by_lease(run_settings):
     assert len(ends) == 12 and len({e["episode_id"] for e in ends}) == 12
     leased = [e for e in ends if e["kind"] == "aborted"]
     assert len(leased) >= 12 - killed[0] - 4  # at most the in-flight ones finished meanwhile
+    policy_side = "lease expired: no answer from the policy side in 4 s"
+    browser_side = "lease expired: no answer from the browser side in 4 s"
     for end in leased:
-        assert end["reason"] == "lease expired: no answer from the policy side in 4 s", end
+        # On a loaded machine a first navigation can outlast the 4 s lease as well (CI: step 0,
+        # browser side); every other lease that expired waited on the dead policy worker.
+        slow_start = end["reason"] == browser_side and end["step"] == 0
+        assert end["reason"] == policy_side or slow_start, end
+    assert any(end["reason"] == policy_side for end in leased)
     scored = {e.record["episode_id"]: e.record for e in _first_copies(log["trajectories.scored"])}
     successes = {e.record["episode_id"] for e in log["trajectories.success"]}
     for end in leased:
