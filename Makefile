@@ -23,4 +23,5 @@ bench:  ## benchmarks; results land in bench/results/*.json
 	.venv/bin/python -m bench.policy_worker
 	.venv/bin/python -m bench.task_load
 	.venv/bin/python -m bench.learner
+	.venv/bin/python -m bench.tiny_policy
 	.venv/bin/webgym bench rollout
