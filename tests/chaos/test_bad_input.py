@@ -212,6 +212,8 @@ TABLE: list[Bad] = [
     Bad(("tasks", "load", "empty.jsonl"), ("empty.jsonl", "no task")),
     Bad(("tasks", "load", "not-gzip.jsonl.gz"), ("not-gzip.jsonl.gz",)),
     Bad(("tasks", "stats", "no-such-file.jsonl"), ("no-such-file.jsonl", "no such file")),
+    Bad(("tasks", "sets"), ("topic prefix", "WEBGYM_"), env={"WEBGYM_TOPIC_PREFIX": "my topics!"}),
+    Bad(("tasks", "miniwob", "--pages", "nope"), ("no MiniWoB++ task 'nope'", "known:")),
     Bad(
         ("tasks", "split", "good.jsonl", "--train", "good.jsonl", "--test", "test.jsonl"),
         ("three different files",),
