@@ -23,6 +23,7 @@ from aiohttp import web
 from analytics.episodes import STATES, TOPICS, EpisodeFold, EpisodeView
 from analytics.errors import AnalyticsError
 from analytics.log_tail import LogTail
+from analytics.stats import wilson_interval
 from infra.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -61,7 +62,10 @@ class DashboardState:
                 "states": _states(views),
                 "in_flight": [_row(v, now_ms) for v in _in_flight(views)],
                 "success_curve": _success_curve(views),
-                "by_policy_version": _by_version(views),
+                "by_policy_version": _by_version([v for v in views if v.purpose == "train"]),
+                "heldout_by_policy_version": _by_version(
+                    [v for v in views if v.purpose != "train"]
+                ),
                 "throughput": _throughput(views),
                 "recent": [_row(v, now_ms) for v in _recent(views)],
             }
@@ -115,8 +119,10 @@ def _success_curve(views: list[EpisodeView]) -> list[list[float]]:
 
 
 def _by_version(views: list[EpisodeView]) -> list[dict[str, Any]]:
-    """Success per policy version (an episode counts for the newest version that acted in it;
-    one where only backends without weights acted counts for none)."""
+    """Success per policy version with its 95% interval (an episode counts for the newest
+    version that acted in it; one where only backends without weights acted counts for none).
+    The snapshot shows training episodes and held-out evaluation episodes apart: the latter,
+    by version, are the learning curve."""
     judged: Counter = Counter()
     successes: Counter = Counter()
     for view in views:
@@ -125,11 +131,14 @@ def _by_version(views: list[EpisodeView]) -> list[dict[str, Any]]:
         version = max(view.policy_versions)
         judged[version] += 1
         successes[version] += view.success
-    return [
-        {"version": v, "judged": judged[v], "successes": successes[v],
-         "success_rate": successes[v] / judged[v]}
-        for v in sorted(judged)
-    ]  # fmt: skip
+    rows = []
+    for v in sorted(judged):
+        low, high = wilson_interval(successes[v], judged[v]) or (0.0, 1.0)
+        rows.append(
+            {"version": v, "judged": judged[v], "successes": successes[v],
+             "success_rate": successes[v] / judged[v], "ci_low": low, "ci_high": high}
+        )  # fmt: skip
+    return rows
 
 
 def _throughput(views: list[EpisodeView]) -> dict[str, Any]:

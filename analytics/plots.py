@@ -11,11 +11,13 @@ from typing import Any
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 CHARTS = (
     "success_by_policy_version.png",
     "success_by_difficulty.png",
     "throughput.png",
+    "heldout_by_policy_version.png",
 )
 
 
@@ -28,11 +30,21 @@ def write_plots(figures: dict[str, Any], directory: Path) -> list[Path]:
         _throughput_chart(figures["timeline"]),
     ]
     paths = []
-    for name, figure in zip(CHARTS, drawn, strict=True):
+    for name, figure in zip(CHARTS[:3], drawn, strict=True):
         path = directory / name
         FigureCanvasAgg(figure)
         figure.savefig(path, dpi=100)
         paths.append(path)
+    heldout = figures.get("heldout", {}).get("by_policy_version", {})
+    rows = [
+        {"version": int(v), "heldout_success": row["rate"], "ci_low": row["ci_low"],
+         "ci_high": row["ci_high"]}
+        for v, row in heldout.items()
+        if v.isdigit() and row["judged"]
+    ]  # fmt: skip
+    paths.append(
+        write_learning_curve(rows, directory / CHARTS[3], "held-out success by policy version")
+    )
     return paths
 
 
@@ -84,3 +96,58 @@ def _throughput_chart(timeline: dict[str, Any]) -> Figure:
 
 def _nothing(axes: Any, text: str) -> None:
     axes.text(0.5, 0.5, text, ha="center", va="center", transform=axes.transAxes)
+
+
+def write_learning_curve(rows: list[dict[str, Any]], path: Path, title: str = "") -> Path:
+    """The learning curve as a PNG: held-out success by policy version (left) and by wall-clock
+    seconds since the start (right, where rows have ``wall_s``), each point with its 95%
+    interval, coloured by ``phase`` where rows have one. ``rows``: :func:`analytics.evaluation.
+    curve` rows (or rows with ``version``/``heldout_success``/``ci_low``/``ci_high``)."""
+    figure = Figure(figsize=(10, 4.2), layout="constrained")
+    by_version, by_time = figure.subplots(1, 2, sharey=True)
+    figure.suptitle(title or "held-out success by policy version")
+    points = [_curve_point(row) for row in rows]
+    colours = {"warm_start": "#4c72b0", "on_policy": "#dd8452"}
+    for axes, x_of, label in (
+        (by_version, lambda p: p["version"], "policy version"),
+        (by_time, lambda p: p["wall_s"], "wall-clock seconds since the start"),
+    ):
+        axes.set_ylim(0, 1.05)
+        axes.set_xlabel(label)
+        shown = [p for p in points if x_of(p) is not None]
+        if not shown:
+            _nothing(axes, "no evaluated version yet")
+            continue
+        for phase in dict.fromkeys(p["phase"] for p in shown):
+            group = [p for p in shown if p["phase"] == phase]
+            axes.errorbar(
+                [x_of(p) for p in group],
+                [p["success"] for p in group],
+                yerr=[
+                    [p["success"] - p["ci_low"] for p in group],
+                    [p["ci_high"] - p["success"] for p in group],
+                ],
+                fmt="o-",
+                capsize=3,
+                color=colours.get(phase or "", "#555555"),
+                label=phase or "evaluated",
+            )
+        axes.legend(loc="lower right", fontsize=8)
+    by_version.xaxis.set_major_locator(MaxNLocator(integer=True))
+    by_version.set_ylabel("held-out success (95% interval)")
+    FigureCanvasAgg(figure)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=100)
+    return path
+
+
+def _curve_point(row: dict[str, Any]) -> dict[str, Any]:
+    success = row.get("heldout_success", row.get("success"))
+    return {
+        "version": row.get("version", row.get("policy_version")),
+        "wall_s": row.get("wall_s"),
+        "phase": row.get("phase"),
+        "success": success or 0.0,
+        "ci_low": row["ci_low"] if row.get("ci_low") is not None else success or 0.0,
+        "ci_high": row["ci_high"] if row.get("ci_high") is not None else success or 0.0,
+    }

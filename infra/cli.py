@@ -21,6 +21,9 @@ from analytics import check_cli, dashboard_cli, replay_cli, rescore_cli, stats_c
 from analytics.errors import AnalyticsError
 from infra import stack
 from infra.chromium import ChromiumMissing
+from infra.eval_run import EvalFailed
+from infra.learning_cli import checkpoint_exists as _checkpoint_exists
+from infra.learning_cli import eval_command, experiment_app, experiment_learn
 from infra.local_run import RunFailed
 from infra.producer import DeliveryError
 from infra.settings import Settings, SettingsError, load_settings
@@ -64,6 +67,7 @@ policy_app = typer.Typer(
 app.add_typer(policy_app, name="policy")
 bench_app = typer.Typer(help="Benchmarks; results in bench/results/.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
+app.add_typer(experiment_app, name="experiment")
 
 KNOWN_ERRORS = (
     stack.StackError,
@@ -76,6 +80,7 @@ KNOWN_ERRORS = (
     WeightsRejected,
     AnalyticsError,
     TaskSetError,
+    EvalFailed,
 )
 
 
@@ -95,6 +100,10 @@ def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
             raise typer.Exit(1) from None
 
     return wrapper
+
+
+app.command("eval")(user_errors(eval_command))
+experiment_app.command("learn")(user_errors(experiment_learn))
 
 
 def _since(timestamp: float | None) -> str:
@@ -347,18 +356,6 @@ def _check_policy_choice(policy: str, model: str, base_url: str | None) -> None:
         raise SettingsError(f"--policy {policy} needs --model (a checkpoint or served model)")
     if policy == "openai" and not base_url:
         raise SettingsError("--policy openai needs --base-url (e.g. http://127.0.0.1:8000/v1)")
-
-
-def _checkpoint_exists(model: str) -> bool:
-    """A checkpoint directory, or a model id whose config is in the local Hugging Face cache."""
-    if Path(model).exists():
-        return True
-    from huggingface_hub import try_to_load_from_cache
-
-    try:
-        return isinstance(try_to_load_from_cache(model, "config.json"), str)
-    except ValueError:  # not even a valid model id
-        return False
 
 
 def _ratios(text: str) -> dict[str, float]:
@@ -719,6 +716,10 @@ def learner(
         "webgym-learner"
     ),
     seed: Annotated[int, typer.Option(help="seed of the replay draws")] = 0,
+    tensorboard: Annotated[
+        Path | None,
+        typer.Option(help="write the loss per optimiser step as TensorBoard event files here"),
+    ] = None,
 ) -> None:
     """Train the policy on webgym.trajectories.success and publish versions while rollouts run.
 
@@ -752,6 +753,7 @@ def learner(
         idle_s=idle_s,
         exit_when_idle=exit_when_idle,
         seed=seed,
+        tensorboard=str(tensorboard) if tensorboard else None,
     )
     trainer_config = TrainerConfig(
         model=model,

@@ -357,8 +357,17 @@ def _send_curriculum(settings: Settings, record: dict[str, Any]) -> None:
 class RunFollower:
     """Follows one run's episodes and scores on Kafka (a fresh consumer, from a point in time)."""
 
-    def __init__(self, settings: Settings, run_id: str, since_ms: int):
+    def __init__(
+        self,
+        settings: Settings,
+        run_id: str,
+        since_ms: int,
+        on_event: Callable[[str, dict[str, Any]], None] | None = None,
+    ):
+        """``on_event(event_type, record)`` is called once per new episode or score of the
+        run, after the summary counted it."""
         self.summary = RunSummary(run_id)
+        self._on_event = on_event
         self._prefix = f"{run_id}-"
         topics = [settings.topic("episodes"), settings.topic("trajectories.scored")]
         consumer = build_consumer(settings, f"webgym-run-{run_id}", "webgym-run-follower")
@@ -404,9 +413,162 @@ class RunFollower:
             summary.episodes[episode_id] = record
         if self._first_ms and self._last_ms:
             summary.wall_s = (self._last_ms - self._first_ms) / 1000
+        if self._on_event is not None:
+            self._on_event(event.event_type, record)
 
     def close(self) -> None:
         self._consumer.close()
+
+
+class LocalLoop:
+    """The workers of one run on this machine, as child processes: the practice web served, one
+    browser worker (or ``options.browser_workers``), one policy worker, one Faust worker and, with
+    ``options.learner_model``, the learner; each logs to ``<logs_dir>/<run_id>/<name>.log``.
+
+    A context manager. Entering brings the stack up (``start_stack``), creates the topics,
+    publishes the built-in task sets the options name, checks that every set exists on the tasks
+    topic, serves the practice web and starts the workers, returning when each is ready (or
+    raising :class:`RunFailed` naming its log). Leaving stops them all, newest first, and the web
+    server, whatever ended the block. ``settings`` is the settings the children run with (the
+    web server's real port); ``children`` maps each worker's name to its :class:`Child`.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        options: RunOptions,
+        report: Callable[[str], None] = lambda _: None,
+        start_stack: bool = True,
+    ):
+        self.options = options
+        self.report = report
+        self.run_id = options.run_id or (
+            f"run{time.strftime('%Y%m%d%H%M%S')}{uuid.uuid4().hex[:4]}"
+        )
+        self.weights = task_set_weights(options)  # a bad set is refused before anything starts
+        self.settings = settings
+        self.children: dict[str, Child] = {}
+        self.log_dir = settings.logs_dir / self.run_id
+        self._start_stack = start_stack
+        self._cleanup = ExitStack()
+        self.sites_count = options.sites
+        self.sites_seed = options.seed
+
+    def __enter__(self) -> LocalLoop:
+        try:
+            self._start()
+        except BaseException:
+            self._cleanup.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._cleanup.close()
+
+    def _start(self) -> None:
+        from infra import stack
+        from infra.topic_admin import create_topics
+
+        settings, options, report = self.settings, self.options, self.report
+        if self._start_stack:
+            report("starting the local stack (Kafka, MinIO)...")
+            stack.up(settings, report=report)
+        report("creating topics...")
+        create_topics(settings)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        tasks = builtin_tasks(options, list(self.weights))
+        if tasks:
+            report(f"publishing {len(tasks)} tasks to {settings.topic('tasks')}...")
+            publish_tasks(settings, tasks)
+        report(f"reading the task sets on {settings.topic('tasks')}...")
+        published = read_published_tasks(settings)
+        check_known(self.weights, set_sizes(published))
+        self.sites_seed, self.sites_count = practice_web_served(
+            options, list(self.weights), published
+        )
+        sites = generate_sites(seed=self.sites_seed, count=self.sites_count)
+        host, _, port = settings.practice_web_address.rpartition(":")
+        report(f"serving {len(sites)} practice-web sites...")
+        server = PracticeWebServer(
+            sites,
+            host=host or "127.0.0.1",
+            port=int(port),
+            static_hosts={miniwob.HOST: miniwob.html_root()},
+        )
+        self._cleanup.enter_context(server)
+        self.settings = settings = settings.model_copy(
+            update={"practice_web_address": f"{host or '127.0.0.1'}:{server.port}"}
+        )
+        self.env = settings_env(settings)
+        self._cleanup.callback(self._stop_children)
+        report("starting the browser worker...")
+        for n in range(options.browser_workers):
+            name = "browser worker" if n == 0 else f"browser worker {n + 1}"
+            self.start_child(name, [*WORKER_CLI, "browser", *options.browser_args])
+        report("starting the policy worker...")
+        self.start_policy(options.policy, options.policy_args, wait=False)
+        report("starting the stream processors (faust worker)...")
+        self.start_child("stream processors", faust_argv(), log_name="streams")
+        if options.learner_model:
+            report("starting the learner...")
+            learner = [*CLI, "learner", "--model", options.learner_model, *options.learner_args]
+            self.start_child("learner", learner)
+        for name, child in self.children.items():
+            if name.startswith("browser worker"):
+                child.wait_for("assigned", 120)
+        self.children["policy worker"].wait_for("assigned", 180)
+        self.children["stream processors"].wait_for("Ready", 120)
+        if "learner" in self.children:
+            self.children["learner"].wait_for("ready at v", 300)
+
+    def start_child(self, name: str, argv: list[str], log_name: str | None = None) -> Child:
+        """Start one more worker (its log: ``<log_name or name with dashes>.log``)."""
+        child = Child.start(log_name or name.replace(" ", "-"), argv, self.env, self.log_dir)
+        self.children[name] = child
+        return child
+
+    def start_policy(
+        self, policy: str, policy_args: tuple[str, ...] | list[str] = (), wait: bool = True
+    ) -> Child:
+        """(Re)start the policy worker with another backend (any ``webgym worker policy
+        --backend``); the one running is stopped first. With ``wait``, returns once it holds
+        its partitions."""
+        old = self.children.pop("policy worker", None)
+        if old is not None:
+            old.stop()
+        args = list(policy_args)
+        if policy == "scripted":
+            args += [
+                "--error-rate",
+                str(self.options.error_rate),
+                "--sites-count",
+                str(self.sites_count),
+                "--sites-seed",
+                str(self.sites_seed),
+            ]
+        child = self.start_child(
+            "policy worker", [*WORKER_CLI, "policy", "--backend", policy, *args]
+        )
+        if wait:
+            child.wait_for("assigned", 180)
+        return child
+
+    def on_exit(self, callback: Callable[..., object], *args: object) -> None:
+        """Call ``callback(*args)`` when the loop ends, before its workers stop."""
+        self._cleanup.callback(callback, *args)
+
+    def check(self) -> None:
+        """Raise :class:`RunFailed` if a worker has died."""
+        for child in self.children.values():
+            child.check()
+
+    def _stop_children(self) -> None:
+        for child in reversed(list(self.children.values())):
+            child.stop()
+
+
+CLI = [sys.executable, "-m", "infra.cli"]
+WORKER_CLI = [*CLI, "worker"]
 
 
 def run_local(
@@ -417,100 +579,11 @@ def run_local(
     start_stack: bool = True,
 ) -> RunSummary:
     """Run ``options.episodes`` episodes through the whole loop; see the module docstring."""
-    from infra import stack
-    from infra.topic_admin import create_topics
-
-    run_id = options.run_id or f"run{time.strftime('%Y%m%d%H%M%S')}{uuid.uuid4().hex[:4]}"
-    weights = task_set_weights(options)  # a bad --task-set is refused before anything starts
-    if start_stack:
-        report("starting the local stack (Kafka, MinIO)...")
-        stack.up(settings, report=report)
-    report("creating topics...")
-    create_topics(settings)
-    log_dir = settings.logs_dir / run_id
-    log_dir.mkdir(parents=True, exist_ok=True)
-    tasks = builtin_tasks(options, list(weights))
-    if tasks:
-        report(f"publishing {len(tasks)} tasks to {settings.topic('tasks')}...")
-        publish_tasks(settings, tasks)
-    report(f"reading the task sets on {settings.topic('tasks')}...")
-    published = read_published_tasks(settings)
-    check_known(weights, set_sizes(published))
-    sites_seed, sites_count = practice_web_served(options, list(weights), published)
-    sites = generate_sites(seed=sites_seed, count=sites_count)
-    host, _, port = settings.practice_web_address.rpartition(":")
-    with ExitStack() as cleanup:
-        report(f"serving {len(sites)} practice-web sites...")
-        server = PracticeWebServer(
-            sites,
-            host=host or "127.0.0.1",
-            port=int(port),
-            static_hosts={miniwob.HOST: miniwob.html_root()},
-        )
-        cleanup.enter_context(server)
-        settings = settings.model_copy(
-            update={"practice_web_address": f"{host or '127.0.0.1'}:{server.port}"}
-        )
-        env = settings_env(settings)
-        children: dict[str, Child] = {}
-
-        def stop_children() -> None:
-            for child in reversed(list(children.values())):
-                child.stop()
-
-        cleanup.callback(stop_children)
-        cli = [sys.executable, "-m", "infra.cli", "worker"]
-        report("starting the browser worker...")
-        for n in range(options.browser_workers):
-            name = "browser worker" if n == 0 else f"browser worker {n + 1}"
-            children[name] = Child.start(
-                name.replace(" ", "-"), [*cli, "browser", *options.browser_args], env, log_dir
-            )
-        report("starting the policy worker...")
-        policy_args = list(options.policy_args)
-        if options.policy == "scripted":
-            policy_args += [
-                "--error-rate",
-                str(options.error_rate),
-                "--sites-count",
-                str(sites_count),
-                "--sites-seed",
-                str(sites_seed),
-            ]
-        children["policy worker"] = Child.start(
-            "policy-worker",
-            [*cli, "policy", "--backend", options.policy, *policy_args],
-            env,
-            log_dir,
-        )
-        report("starting the stream processors (faust worker)...")
-        children["stream processors"] = Child.start("streams", faust_argv(), env, log_dir)
-        if options.learner_model:
-            report("starting the learner...")
-            children["learner"] = Child.start(
-                "learner",
-                [
-                    sys.executable,
-                    "-m",
-                    "infra.cli",
-                    "learner",
-                    "--model",
-                    options.learner_model,
-                    *options.learner_args,
-                ],
-                env,
-                log_dir,
-            )
-        for name, child in children.items():
-            if name.startswith("browser worker"):
-                child.wait_for("assigned", 120)
-        children["policy worker"].wait_for("assigned", 180)
-        children["stream processors"].wait_for("Ready", 120)
-        if "learner" in children:
-            children["learner"].wait_for("ready at v", 300)
+    with LocalLoop(settings, options, report, start_stack) as loop:
+        settings, run_id, weights = loop.settings, loop.run_id, loop.weights
         since = now_ms() - 1000
         follower = RunFollower(settings, run_id, since)
-        cleanup.callback(follower.close)
+        loop.on_exit(follower.close)
         report(
             f"run {run_id}: {options.episodes} episodes, {options.in_flight} in flight, "
             f"from {', '.join(weights)}"
@@ -518,24 +591,25 @@ def run_local(
         batches = _batches(run_id, options)
         batch_run, in_flight, budget, batch_end = next(batches)
         # Whatever ends the run (done, a failed worker, Ctrl-C), its sampling ends with it.
-        cleanup.callback(lambda: send_stop(settings, batch_run))
+        stopped = [batch_run]
+        loop.on_exit(lambda: send_stop(settings, stopped[0]))
         send_target(settings, batch_run, in_flight, options, budget, weights)
         last_progress, seen = time.monotonic(), (0, 0)
         summary = follower.summary
         while summary.judged < options.episodes or summary.ended < options.episodes:
             if min(summary.judged, summary.ended) >= batch_end:
                 batch_run, in_flight, budget, batch_end = next(batches)
+                stopped[0] = batch_run
                 send_target(settings, batch_run, in_flight, options, budget, weights)
             follower.poll(0.5)
-            on_progress(summary, children)
+            on_progress(summary, loop.children)
             if (summary.ended, summary.judged) != seen:
                 seen, last_progress = (summary.ended, summary.judged), time.monotonic()
             elif time.monotonic() - last_progress > options.stall_timeout_s:
                 raise RunFailed(
                     f"no episode ended or was judged for {options.stall_timeout_s:.0f} s "
-                    f"({summary.ended} ended, {summary.judged} judged); logs in {log_dir}"
+                    f"({summary.ended} ended, {summary.judged} judged); logs in {loop.log_dir}"
                 )
-            for child in children.values():
-                child.check()
+            loop.check()
         report("stopping the workers...")
     return summary

@@ -7,7 +7,7 @@ status=0
 summary=()
 for tier in unit integration e2e chaos; do
   started=$(date +%s)
-  .venv/bin/pytest "tests/$tier" "$@"
+  .venv/bin/pytest "tests/$tier" --durations=15 "$@"
   rc=$?
   [ $rc -eq 5 ] && rc=0  # a tier with no test selected is not a failure
   elapsed=$(( $(date +%s) - started ))

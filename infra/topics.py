@@ -107,6 +107,13 @@ TOPICS: tuple[TopicSpec, ...] = (
     ),
     TopicSpec("policy.versions", "policy_name", "published weights", -1, "compact", partitions=1),
     TopicSpec(
+        "eval.results",
+        "policy_name",
+        "held-out evaluation: a result per episode and per policy version (the learning curve)",
+        365 * DAY_MS,
+        partitions=1,
+    ),
+    TopicSpec(
         "dlq",
         "original key",
         "poison records with their source coordinates",

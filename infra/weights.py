@@ -214,16 +214,21 @@ def fetch_weights(client: Minio, event: dict[str, Any], destination: Path) -> Pa
     return target
 
 
-def latest_announced(settings: Settings, policy_name: str) -> dict[str, Any] | None:
-    """The newest version event of ``policy_name`` on the versions topic now (None: none yet)."""
-    latest = None
+def announced_versions(settings: Settings, policy_name: str) -> dict[int, dict[str, Any]]:
+    """The version events of ``policy_name`` on the versions topic now, by version (the topic
+    is compacted: long-superseded versions may be gone)."""
+    versions = {}
     for logged in read_topic(settings, "policy.versions"):
         record = logged.record
-        if logged.event_type != "policy_version" or record["policy_name"] != policy_name:
-            continue
-        if latest is None or record["policy_version"] > latest["policy_version"]:
-            latest = record
-    return latest
+        if logged.event_type == "policy_version" and record["policy_name"] == policy_name:
+            versions[record["policy_version"]] = record
+    return versions
+
+
+def latest_announced(settings: Settings, policy_name: str) -> dict[str, Any] | None:
+    """The newest version event of ``policy_name`` on the versions topic now (None: none yet)."""
+    versions = announced_versions(settings, policy_name)
+    return versions[max(versions)] if versions else None
 
 
 def read_manifest(client: Minio, settings: Settings, policy_name: str, version: int) -> Manifest:

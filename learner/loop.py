@@ -41,6 +41,7 @@ from infra.dead_letters import DeadLetterRouter
 from infra.objects import build_minio, ensure_buckets, put_bytes, read_bytes
 from infra.producer import EventProducer
 from infra.settings import Settings
+from infra.tensorboard import ScalarLog
 from infra.weights import (
     fetch_weights,
     latest_announced,
@@ -59,6 +60,7 @@ from streams.observation_reader import EventReader, EventUnavailable
 log = logging.getLogger(__name__)
 
 OPTIMIZER_STATE = "optimizer.pt"
+UNLABELLED = "unlabelled"  # the phase of a sample whose run named none
 
 
 class LearnerError(RuntimeError):
@@ -83,6 +85,7 @@ class LearnerConfig:
     idle_s: float = 30.0  # input quiet this long: train what is pending and publish
     exit_when_idle: bool = False  # then stop (batch use and tests)
     seed: int = 0
+    tensorboard: str | None = None  # write the loss per optimiser step to this directory
 
 
 @dataclass
@@ -102,6 +105,7 @@ class Ledger:
     dropped: list[str] = field(default_factory=list)
     losses: list[float] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)  # eval-marked successes, never trained
+    by_phase: dict[str, int] = field(default_factory=dict)  # new samples trained, by phase
 
 
 def next_batch(
@@ -160,6 +164,7 @@ class Learner:
             "removed_unannounced": [],
             "refused_eval": 0,  # eval-marked successes skipped (the filter should pass none)
         }
+        self.scalars = ScalarLog(config.tensorboard)
         self.trainer: Trainer | None = None
         self.version = 0
         self.samples_seen = 0
@@ -311,6 +316,11 @@ class Learner:
         self.ledger.steps += 1
         self.ledger.losses.append(round(loss, 6))
         self.ledger.trained.extend(sample_key(s) for s in fresh)
+        for sample in fresh:
+            phase = sample.phase or UNLABELLED
+            self.ledger.by_phase[phase] = self.ledger.by_phase.get(phase, 0) + 1
+        self.scalars.scalar("train/loss", loss, self.optimizer_steps)
+        self.scalars.scalar("train/samples_seen", self.samples_seen, self.optimizer_steps)
         for sample, partition, offset in placed:
             self.window.add(sample, partition, offset)
         self.stats["optimizer_steps"] += 1
@@ -387,6 +397,7 @@ class Learner:
             offsets,
             f"; deleted v{removed}" if removed else "",
         )
+        self.scalars.flush()
         return event
 
     # -- helpers --------------------------------------------------------------------------------
@@ -399,6 +410,7 @@ class Learner:
             "trained_samples": self.ledger.trained,
             "dropped_samples": self.ledger.dropped,
             "refused_eval": self.ledger.refused,
+            "trained_by_phase": self.ledger.by_phase,
             "window": [
                 [e.partition, e.offset, e.sample.episode_id, e.sample.step]
                 for e in self.window.entries()
@@ -463,6 +475,7 @@ class Learner:
             time.sleep(3600)
 
     def close(self) -> None:
+        self.scalars.close()
         self.consumer.close()
         self.builder.close()
         self.records.close()

@@ -26,6 +26,7 @@ class Sample:
     policy_version: int | None
     messages: list[dict[str, Any]]  # images as {"type": "image", "image": bytes}
     reply: str
+    phase: str | None = None  # what produced it ("warm_start", "on_policy"; None: unlabelled)
 
 
 @dataclass
@@ -51,13 +52,17 @@ class SampleBuilder:
             if not step.get("trainable", False):
                 continue
             try:
-                out.samples.append(self._sample(episode_id, step, positions))
+                out.samples.append(self._sample(episode_id, step, positions, success.get("phase")))
             except EventUnavailable as error:
                 out.unavailable.append((episode_id, step["step"], str(error)))
         return out
 
     def _sample(
-        self, episode_id: str, step: dict[str, Any], positions: dict[str, tuple[int, int]]
+        self,
+        episode_id: str,
+        step: dict[str, Any],
+        positions: dict[str, tuple[int, int]],
+        phase: str | None,
     ) -> Sample:
         request = self.requests.fetch(
             step["request_partition"], step["request_offset"], f"{episode_id}:{step['step']}:infer"
@@ -77,7 +82,12 @@ class SampleBuilder:
                     partition, offset = positions[ref]
                     part["image"] = self.observations.fetch(partition, offset, ref)["screenshot"]
         return Sample(
-            episode_id, step["step"], inference["policy_version"], messages, inference["raw_text"]
+            episode_id,
+            step["step"],
+            inference["policy_version"],
+            messages,
+            inference["raw_text"],
+            phase,
         )
 
     def close(self) -> None:

@@ -17,7 +17,10 @@ A target also marks its run (:data:`RUN_MARKS`): ``purpose`` ("train", or "eval"
 trained on), ``pinned_version`` (the policy version that must serve it; null: the followed one)
 and ``phase`` (a label such as "warm_start"); every ``started`` event of the run carries them.
 
-Drawing, per episode: a set by its weight among the run's sets that have a task to give, then a
+An evaluation run (``purpose`` "eval") does not draw at random: it enumerates its sets' tasks
+in order, every task once before any task twice (:func:`next_to_evaluate`).
+
+Drawing, per episode of any other run: a set by its weight among the run's sets that have a task to give, then a
 difficulty uniformly over that set's difficulties (or by the run's ratios), then, among the tasks
 of that difficulty the run tried least often, one at random (so attempts spread evenly). Only
 members of the run's sets are drawn, whatever else the tasks topic holds; a run that names no
@@ -250,6 +253,23 @@ def pick_from_sets(
     return _pick_in(by_difficulty, ratios, rng, attempts)
 
 
+def next_to_evaluate(
+    sets: Mapping[str, list[Task]], blocked: Mapping[str, int], attempts: Mapping[str, int]
+) -> Task | None:
+    """An evaluation run's next task: the first (by set name, then task id) of those it tried
+    least often. So a run of ``k * n`` episodes on ``n`` tasks evaluates each exactly ``k`` times,
+    and every version evaluated with the same budget meets the same instances."""
+    best = None
+    for name in sorted(sets):
+        for task in sets[name]:
+            if task.get("website") in blocked:
+                continue
+            tried = attempts.get(task["task_id"], 0)
+            if best is None or tried < best[0]:
+                best = (tried, task)
+    return best[1] if best else None
+
+
 def pick_task(
     tasks: list[Task],
     ratios: Mapping[str, float],
@@ -316,9 +336,17 @@ def _top_up_run(state: dict[str, Any], run_id: str, sets: _SetIndex, rules: Rule
     while _has_room(run):
         n = run["started_total"]
         rng = random.Random(f"{target['seed']}:{n}")
-        task = pick_from_sets(
-            members, target["task_sets"], target["ratios"], state["blocked"], rng, run["attempts"]
-        )
+        if target.get("purpose") == "eval":
+            task = next_to_evaluate(members, state["blocked"], run["attempts"])
+        else:
+            task = pick_from_sets(
+                members,
+                target["task_sets"],
+                target["ratios"],
+                state["blocked"],
+                rng,
+                run["attempts"],
+            )
         if task is None:
             break  # nothing to sample (no tasks yet, or every site blocked): retried later
         episode_id = f"{run_id}-{n:06d}"

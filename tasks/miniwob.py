@@ -97,6 +97,18 @@ def task_id(name: str, seed: int, task_set: str = TRAIN_SET) -> str:
     return instance if task_set in (TRAIN_SET, HELDOUT_SET) else f"{task_set}:{instance}"
 
 
+# Pages that need a click or typing at a place on the page (the learning experiment's tasks).
+CLICK_AND_TYPE = ("click-button", "click-link", "click-dialog", "focus-text", "enter-text")
+
+_INSTANCE = re.compile(r"(?:^|:)miniwob-(.+)-s\d+$")
+
+
+def page_of(task_id: str) -> str | None:
+    """The MiniWoB++ page of an instance's task id (any set), or None for another task."""
+    match = _INSTANCE.search(task_id)
+    return match.group(1) if match else None
+
+
 def task_record(name: str, seed: int, task_set: str = TRAIN_SET) -> dict[str, Any]:
     """The ``task`` event of one MiniWoB++ instance: page ``name`` seeded with ``seed``."""
     if not (html_root() / "miniwob" / f"{name}.html").is_file():

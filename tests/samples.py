@@ -167,6 +167,33 @@ def sample(event_type: str) -> dict[str, Any]:
             "base_model": "Qwen/Qwen3-VL-8B-Instruct",
             "samples_seen": 1024,
         },
+        "eval_result": {
+            "event_id": "eval-1:v4",
+            "ts": TS,
+            "kind": "version",
+            "eval_id": "eval-1",
+            "policy_name": "qwen3-vl-8b",
+            "policy_version": 4,
+            "task_set": "miniwob/heldout",
+            "episode_id": None,
+            "task_id": None,
+            "success": None,
+            "episodes": 50,
+            "successes": 31,
+            "ci_low": 0.4822,
+            "ci_high": 0.7438,
+            "by_task": [
+                {
+                    "task": "click-button",
+                    "episodes": 10,
+                    "successes": 6,
+                    "ci_low": 0.3127,
+                    "ci_high": 0.8318,
+                }
+            ],
+            "announced_ts": TS,
+            "samples_seen": 800,
+        },
         "dead_letter": {
             "event_id": "dlq:webgym.observations:3:42",
             "ts": TS,

@@ -182,6 +182,20 @@ TABLE: list[Bad] = [
     Bad(("policy", "rollback", "3", "--policy-name", "no-such-policy"), ("no-such-policy",)),
     Bad(("policy", "rollback", "latest"), ("'version'", "integer"), exit_code=2),
     Bad(("bench", "rollout", "--in-flight", "0"), ("--in-flight",), exit_code=2),
+    # Evaluation and the learning experiment.
+    Bad(("eval", "--model", "x"), ("--versions 0,2,5", "--follow")),
+    Bad(("eval", "--versions", "0", "--model", "no-such-checkpoint"), ("no-such-checkpoint", "model tiny")),
+    Bad(("eval", "--versions", "v1", "--model", "x"), ("--versions 'v1'", "0,2,5")),
+    Bad(("eval", "--versions", "1"), ("--model DIR", "--attach")),
+    Bad(("eval", "--versions", "1", "--attach", "--model", "x"), ("--attach", "drop --model")),
+    Bad(
+        ("eval", "--versions", "3", "--attach", "--policy-name", "no-such-policy"),
+        ("no-such-policy", "no announced v3", "policy versions"),
+    ),
+    Bad(("eval", "--versions", "0", "--attach", "--task-set", "no/such/set"), ("no/such/set",)),
+    Bad(("eval", "--versions", "0", "--model", "x", "--per-task", "0"), ("--per-task",), exit_code=2),
+    Bad(("experiment", "learn", "--pages", "click-nothing"), ("click-nothing", "tasks miniwob")),
+    Bad(("experiment", "learn", "--warm-start-episodes", "0"), ("--warm-start-episodes",), exit_code=2),
     # Views of the log.
     Bad(("replay", "no-such-episode"), ("no-such-episode", "webgym replay --list")),
     Bad(("replay",), ("name an episode", "--list")),

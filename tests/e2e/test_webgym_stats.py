@@ -163,6 +163,7 @@ def test_plots_are_written(reported):
     _, charts, _ = reported
     pngs = sorted(charts.glob("*.png"))
     assert [p.name for p in pngs] == [
+        "heldout_by_policy_version.png",
         "success_by_difficulty.png",
         "success_by_policy_version.png",
         "throughput.png",

@@ -158,10 +158,12 @@ def test_the_dashboard_snapshot_counts_what_the_events_say():
     assert snap["totals"]["successes"] == 3 and snap["totals"]["success_rate"] == 0.75
     assert [row["episode_id"] for row in snap["in_flight"]] == ["run-000009"]
     assert snap["in_flight"][0]["elapsed_s"] == 10.0 and snap["states"]["waiting"] == 1
-    assert snap["by_policy_version"] == [
-        {"version": 0, "judged": 2, "successes": 1, "success_rate": 0.5},
-        {"version": 1, "judged": 2, "successes": 2, "success_rate": 1.0},
-    ]
+    assert [
+        (r["version"], r["judged"], r["successes"], r["success_rate"])
+        for r in snap["by_policy_version"]
+    ] == [(0, 2, 1, 0.5), (1, 2, 2, 1.0)]
+    assert 0 < snap["by_policy_version"][0]["ci_low"] < 0.5 < snap["by_policy_version"][0]["ci_high"]
+    assert snap["heldout_by_policy_version"] == []  # no evaluation episode yet
     assert [p[1] for p in snap["success_curve"]] == [1.0, 0.5, 2 / 3, 0.75]
     assert snap["recent"][0]["episode_id"] == "run-000003"
     assert snap["recent"][0]["replay"] == "/replay/run-000003"
@@ -214,3 +216,17 @@ def test_rescore_compares_rewards_and_each_fact():
     assert output_suffix("judge-v2") == "trajectories.rescored.judge-v2"
     with pytest.raises(AnalyticsError, match="lowercase"):
         output_suffix("../x")
+
+
+def test_the_dashboard_shows_held_out_success_apart_from_training():
+    state = DashboardState()
+    for n, (purpose, success) in enumerate([("train", True), ("eval", False), ("eval", True)]):
+        for suffix, record in _events(f"run-{n:06d}", "t1", 60_000 * n, success, 2):
+            if suffix == "trajectories.scored" or record.get("kind") == "started":
+                record = {**record, "purpose": purpose, "aborted": False}
+            state.apply(suffix, record)
+    snap = state.snapshot(now_ms=510_000)
+    assert [(r["version"], r["judged"]) for r in snap["by_policy_version"]] == [(2, 1)]
+    [heldout] = snap["heldout_by_policy_version"]
+    assert (heldout["version"], heldout["judged"], heldout["successes"]) == (2, 2, 1)
+    assert heldout["ci_low"] < 0.5 < heldout["ci_high"]

@@ -419,3 +419,16 @@ def test_a_target_with_an_unknown_purpose_is_refused_where_it_is_built():
     with pytest.raises(ValueError, match="purpose"):
         target_event("r", {PRACTICE: 1.0}, 1, purpose="holdout", now_ms=NOW)
     assert target_event("r", {PRACTICE: 1.0}, 1, purpose="eval", now_ms=NOW)["purpose"] == "eval"
+
+
+def test_an_eval_run_enumerates_its_set_each_task_k_times_in_order():
+    members = sorted(t["task_id"] for t in TASKS if t.get("task_set", PRACTICE) == PRACTICE)
+    budget = 2 * len(members)
+    state, outputs, _ = step(None, target(budget, purpose="eval", max_episodes=budget))
+    drawn = [o.record["task_id"] for o in outputs]
+    assert drawn == members + members  # every task once before any twice, in task id order
+    assert {o.record["purpose"] for o in outputs} == {"eval"}
+    # A second version's run with the same budget meets the very same instances.
+    _, again, _ = step(state, target(budget, run_id="r2", event_id="t2", purpose="eval",
+                                     max_episodes=budget))  # fmt: skip
+    assert [o.record["task_id"] for o in again] == drawn

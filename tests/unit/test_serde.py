@@ -36,6 +36,7 @@ EVENT_TYPES = [
     "trajectory",
     "scored_trajectory",
     "policy_version",
+    "eval_result",
     "dead_letter",
     "curriculum",
 ]
@@ -72,9 +73,11 @@ def test_every_schema_carries_the_envelope(event_type):
     fields = {f["name"]: f["type"] for f in CATALOG.latest(event_type).parsed["fields"]}
     assert fields["event_id"] == "string"
     assert fields["ts"] == "long"
-    episode_scoped = event_type not in {"task", "policy_version", "dead_letter", "curriculum"}
-    # A curriculum notice may name an episode (optional), but it has no step.
-    assert ("episode_id" in fields) == episode_scoped or event_type == "curriculum"
+    unscoped = {"task", "policy_version", "dead_letter", "curriculum", "eval_result"}
+    episode_scoped = event_type not in unscoped
+    # A curriculum notice or an episode's evaluation result may name an episode (optional), but
+    # neither has a step.
+    assert ("episode_id" in fields) == episode_scoped or event_type in {"curriculum", "eval_result"}
     assert ("step" in fields) == episode_scoped
     if event_type in {"episode", "act_op", "infer_request", "inference", "policy_version"}:
         assert "policy_version" in fields

@@ -14,6 +14,7 @@ DESIGN_TOPICS = {
     "trajectories.scored",
     "trajectories.success",
     "policy.versions",
+    "eval.results",
     "dlq",
 }
 
