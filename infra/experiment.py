@@ -63,9 +63,9 @@ class LearnOptions:
     temperature: float = 0.7  # the model's sampling on its training rollouts (eval is greedy)
     max_new_tokens: int = 64
     learning_rate: float = 1e-3
-    fresh_per_step: int = 8
-    replay_per_step: int = 8
-    publish_every: int = 15  # optimiser steps per version
+    fresh_per_step: int = 4  # new samples per optimiser step
+    replay_per_step: int = 12  # window samples per optimiser step
+    publish_every: int = 30  # optimiser steps per version
     learner_idle_s: float = 10.0
     model: str | None = None  # base checkpoint; None: a fresh `webgym model tiny`
     tensorboard: str | None = None

@@ -80,6 +80,13 @@ def eval_command(
         int,
         typer.Option(min=1, help="instances per MiniWoB++ page published for miniwob/heldout"),
     ] = DEFAULT_MINIWOB_SEEDS,
+    pages: Annotated[
+        str,
+        typer.Option(
+            help="MiniWoB++ pages published for miniwob/heldout, comma-separated (default: every "
+            "page the heuristic policy solves); the set is what the tasks topic holds"
+        ),
+    ] = "",
     attach: Annotated[
         bool,
         typer.Option(
@@ -123,6 +130,7 @@ def eval_command(
             f"--model {model}: no such checkpoint directory (nor a model id in the local Hugging "
             "Face cache); build a small one with `webgym model tiny DIR`"
         )
+    chosen_pages = _pages(pages) if pages else miniwob.MARKS_SOLVABLE
     rows: list[dict[str, Any]] = []
     scalars = ScalarLog(tensorboard)
     stop = threading.Event()
@@ -172,14 +180,18 @@ def eval_command(
                           policy_name=policy_name)  # fmt: skip
     if attach:
         queue = chosen_versions(settings)  # refused before anything is sent
-        evaluate_all(Evaluator(settings, options, report=console.print), queue)
+        evaluator = Evaluator(settings, options, report=console.print)
+        _stop_cleanly_on_sigterm()
+        evaluate_all(evaluator, queue)
     else:
         run = RunOptions(
             task_set=task_set,
             miniwob_seeds=miniwob_seeds,
+            miniwob_pages=chosen_pages,
             policy="local",
             policy_args=("--model", str(model), "--policy-name", policy_name),
         )
+        _stop_cleanly_on_sigterm()
         with console.status("starting the workers...") as spinner:
             loop = LocalLoop(settings, run, report=spinner.update)
             loop.__enter__()
@@ -191,6 +203,27 @@ def eval_command(
             loop.__exit__(None, None, None)
     scalars.close()
     _write_outputs(rows, out, plot, f"held-out success of {policy_name} on {task_set}")
+
+
+def _interrupt(*_: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _stop_cleanly_on_sigterm() -> None:
+    """SIGTERM ends the command as Ctrl-C does: its runs' sampling stops and its workers are
+    stopped, not left behind."""
+    signal.signal(signal.SIGTERM, _interrupt)
+
+
+def _pages(text: str) -> tuple[str, ...]:
+    chosen = tuple(p.strip() for p in text.split(",") if p.strip())
+    unknown = [p for p in chosen if p not in miniwob.available()]
+    if not chosen or unknown:
+        raise SettingsError(
+            f"--pages: unknown MiniWoB++ page {unknown[0] if unknown else '(none given)'}; "
+            "`webgym tasks miniwob --help` lists them"
+        )
+    return chosen
 
 
 def _bar(label: str, total: int):
@@ -264,7 +297,7 @@ def experiment_learn(
         float, typer.Option(min=0.0, help="the model's sampling temperature on training rollouts")
     ] = 0.7,
     lr: Annotated[float, typer.Option(min=0.0, help="learning rate (full fine-tuning)")] = 1e-3,
-    publish_every: Annotated[int, typer.Option(min=1, help="optimiser steps per version")] = 15,
+    publish_every: Annotated[int, typer.Option(min=1, help="optimiser steps per version")] = 30,
     seed: Annotated[int, typer.Option(help="sampling and replay seed")] = 0,
 ) -> None:
     """Does the loop learn? Warm start, on-policy training and evaluation, all through Kafka.
@@ -281,13 +314,7 @@ def experiment_learn(
     from infra.experiment import LearnOptions, run_learning
 
     settings = load_settings()
-    chosen = tuple(p.strip() for p in pages.split(",") if p.strip())
-    unknown = [p for p in chosen if p not in miniwob.available()]
-    if not chosen or unknown:
-        raise SettingsError(
-            f"--pages: unknown MiniWoB++ page {unknown[0] if unknown else '(none given)'}; "
-            "`webgym tasks miniwob --help` lists them"
-        )
+    chosen = _pages(pages)
     produced_by = provenance()
     options = LearnOptions(
         pages=chosen,
@@ -302,6 +329,7 @@ def experiment_learn(
         tensorboard=str(tensorboard) if tensorboard else None,
         seed=seed,
     )
+    _stop_cleanly_on_sigterm()
     result = run_learning(settings, options, report=console.print)
     result["provenance"] = produced_by
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -217,7 +217,8 @@ class PinnedVersions:
     Guarantees: :meth:`backend` returns a backend built from exactly version N's weights, fetched
     and verified like a followed version (its announcement on the versions topic, the manifest's
     sha256, every file's) and trained from the worker's base model; version 0 is the base model.
-    A version that this worker has not seen announced (not yet read, or compacted away), that
+    A version that this worker has not seen announced within ``announce_wait_s`` (its versions
+    reader is still reading the topic, or the version was compacted away or never published), that
     was trained from another base model, or whose weights cannot be fetched or built raises
     :class:`PinnedUnavailable` naming it: it is never served by another version. A failure is not
     remembered: the next request for the version tries again. Thread-safe; one build at a time.
@@ -232,6 +233,7 @@ class PinnedVersions:
         fetch: Callable[[dict[str, Any]], Path],
         build: Callable[[Path | None], Any],
         capacity: int = 2,
+        announce_wait_s: float = 30.0,
     ):
         if capacity < 1:
             raise ValueError(f"keep at least one pinned backend, not {capacity}")
@@ -240,6 +242,8 @@ class PinnedVersions:
         self._announced: dict[int, dict[str, Any]] = {}
         self._backends: OrderedDict[int, Any] = OrderedDict()
         self._lock = threading.Lock()
+        self._news = threading.Condition(self._lock)  # an announcement was read
+        self.announce_wait_s = announce_wait_s
 
     def announced(self, event: dict[str, Any]) -> None:
         """A ``policy_version`` record as read from the topic (any policy, any order)."""
@@ -249,6 +253,7 @@ class PinnedVersions:
             self._announced[event["policy_version"]] = event
             for old in sorted(self._announced)[: -self.KEEP_ANNOUNCED]:
                 del self._announced[old]
+            self._news.notify_all()
 
     def backend(self, version: int) -> Any:
         with self._lock:
@@ -270,6 +275,9 @@ class PinnedVersions:
         if version == 0:
             weights = None
         else:
+            # A worker that just started may not have read the versions topic that far yet,
+            # and a version may be pinned the moment it is announced: wait a little for it.
+            self._news.wait_for(lambda: version in self._announced, self.announce_wait_s)
             event = self._announced.get(version)
             if event is None:
                 raise PinnedUnavailable(
@@ -330,13 +338,17 @@ class ServingGate:
     @contextlib.contextmanager
     def swap(self, timeout_s: float) -> Iterator[None]:
         """Hold calls back and wait up to ``timeout_s`` for running ones to finish
-        (:class:`SwapBusy` past it); the body runs with no call running."""
+        (:class:`SwapBusy` past it); the body runs with no call running. Swaps run one at a
+        time: one that finds another under way waits for it first (within the same
+        ``timeout_s``), as a followed version's swap and a pinned version's build may meet."""
+        deadline = time.monotonic() + timeout_s
         with self._changed:
-            if self._swapping:
-                raise RuntimeError("one swap at a time")
+            if not self._changed.wait_for(lambda: not self._swapping, timeout_s):
+                raise SwapBusy(f"another swap still under way after {timeout_s:g} s")
             self._swapping = True
             try:
-                if not self._changed.wait_for(lambda: self._tokens == 0, timeout_s):
+                left = max(0.0, deadline - time.monotonic())
+                if not self._changed.wait_for(lambda: self._tokens == 0, left):
                     raise SwapBusy(
                         f"{self._tokens} backend calls still running after {timeout_s:g} s"
                     )

@@ -16,23 +16,30 @@ time falls below 10 of 20 with probability under 0.1%.
 
 from __future__ import annotations
 
+import pytest
+
 from infra.experiment import LearnOptions, run_learning
 from infra.log_reader import read_topic
 from infra.objects import build_minio
 from infra.weights import read_manifest
+from tests.integration.model_servers import tiny_model_fixture  # noqa: F401
 
 HELDOUT = 20
 
 
+@pytest.mark.timeout(1200)
 def test_a_version_trained_through_the_loop_beats_the_initial_model(run_settings):
+    # One teacher sample per optimiser step with 15 replayed: 80 steps, about 1,100 samples
+    # through the optimiser, three versions.
     options = LearnOptions(
         pages=("click-dialog",),
         train_seeds=40,
         heldout_seeds=HELDOUT,
-        warm_start_episodes=48,
+        warm_start_episodes=80,
         on_policy_episodes=0,
-        replay_per_step=24,
-        publish_every=4,
+        fresh_per_step=1,
+        replay_per_step=15,
+        publish_every=27,
         learner_idle_s=5.0,
     )
     result = run_learning(run_settings, options, report=print)
@@ -63,3 +70,37 @@ def test_a_version_trained_through_the_loop_beats_the_initial_model(run_settings
         assert set(manifest.training["trained_by_phase"]) <= {"warm_start"}
     assert trained_keys and not trained_keys & episodes
     assert all(key.startswith(f"{result['experiment_id']}-warm-") for key in trained_keys)
+
+
+def test_webgym_eval_measures_a_version_and_records_it(run_settings, tiny_model, tmp_path):
+    """The command a user runs: it starts its own workers, publishes miniwob/heldout, evaluates
+    the base model (v0) on every held-out instance once, greedy, and writes the curve."""
+    import json
+    import subprocess
+    import sys
+
+    from infra.local_run import settings_env
+
+    out, png = tmp_path / "curve.json", tmp_path / "curve.png"
+    argv = [sys.executable, "-m", "infra.cli", "eval", "--versions", "0",
+            "--model", str(tiny_model), "--pages", "click-dialog,focus-text", "--miniwob-seeds",
+            "2", "--out", str(out),
+            "--plot", str(png)]  # fmt: skip
+    done = subprocess.run(argv, env=settings_env(run_settings), capture_output=True, text=True,
+                          timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    [row] = json.loads(out.read_text())
+    heldout = [t for t in _published(run_settings) if t["task_set"] == "miniwob/heldout"]
+    assert row["policy_version"] == 0 and row["episodes"] == len(heldout) > 0
+    assert row["successes"] == 0  # a random model
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    events = [e.record for e in read_topic(run_settings, "eval.results")]
+    assert sum(e["kind"] == "episode" for e in events) == len(heldout)
+    assert [e["policy_version"] for e in events if e["kind"] == "version"] == [0]
+    assert "v0: held-out success" in done.stdout
+
+
+def _published(settings):
+    from tasks.publish import read_published_tasks
+
+    return read_published_tasks(settings)

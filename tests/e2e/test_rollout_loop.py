@@ -151,54 +151,6 @@ def test_sixty_episodes_eight_in_flight_end_exactly_once_with_true_rewards(run_s
     assert summary.steps == sum(len(r["steps"]) for r in scored.values())
 
 
-def test_a_killed_stream_processor_loses_no_episode_and_duplicates_no_trajectory(run_settings):
-    killed = []
-
-    def kill_and_restart(summary, children):
-        if summary.ended >= 12 and not killed:
-            streams = children["stream processors"]
-            streams.kill()  # SIGKILL mid-run: episodes in flight, offsets uncommitted
-            killed.append(summary.ended)
-            restarted = streams.restart("restarted")
-            restarted.wait_for("Ready", 120)
-            children["stream processors"] = restarted
-
-    options = RunOptions(
-        episodes=40,
-        in_flight=8,
-        error_rate=0.3,
-        sites=SITES,
-        seed=5,
-        run_id=f"e2e-k{uuid.uuid4().hex[:6]}",
-    )
-    summary = run_local(run_settings, options, on_progress=kill_and_restart, start_stack=False)
-    assert killed and killed[0] < 40
-    log = _run_log(run_settings, summary.run_id)
-
-    started = {e.record["episode_id"] for e in log["episodes"] if e.record["kind"] == "started"}
-    assert len(started) == 40
-    ends = defaultdict(list)
-    for event in log["episodes"]:
-        if event.record["kind"] != "started":
-            ends[event.record["episode_id"]].append(event.record)
-    assert set(ends) == started  # no episode lost
-    for copies in ends.values():
-        assert {c["event_id"] for c in copies} == {copies[0]["event_id"]}  # one end, maybe resent
-
-    by_episode = defaultdict(list)
-    for event in log["trajectories"]:
-        by_episode[event.record["episode_id"]].append(event.record)
-    assert set(by_episode) == started
-    for copies in by_episode.values():
-        # After deduplication on event_id one trajectory per episode, and any re-sent copy says
-        # exactly the same (only its timestamp may differ).
-        assert len({c["event_id"] for c in copies}) == 1
-        assert len({repr({**c, "ts": 0}) for c in copies}) == 1, copies
-
-    scored = {e.record["episode_id"] for e in _first_copies(log["trajectories.scored"])}
-    assert scored == started
-
-
 def test_a_bot_wall_keeps_its_site_out_of_training_and_sampling(run_settings):
     sites = generate_sites(seed=0, count=3)
     walled = sites[0].hostname

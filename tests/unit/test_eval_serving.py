@@ -62,8 +62,9 @@ def worker(tmp_path) -> PolicyWorker:
     worker.producer = RecordingProducer()
     worker.storage = Storage(tmp_path, failing={6})
     worker.pinned = PinnedVersions(
-        "default", "base", worker.storage.fetch, worker._build_pinned, capacity=2
-    )
+        "default", "base", worker.storage.fetch, worker._build_pinned, capacity=2,
+        announce_wait_s=0.2,
+    )  # fmt: skip
     for version in (1, 2, 3, 6):
         worker.pinned.announced(announcement(version))
     return worker
@@ -166,3 +167,52 @@ def test_greedy_leaves_greedy_and_weightless_backends_alone_and_refuses_unknown_
     assert greedy(greedy(sampled)).sampling == Sampling(0.0, 1.0)
     with pytest.raises(TypeError, match="with_sampling"):
         greedy(Stubborn())
+
+
+def test_a_pinned_version_announced_while_its_request_waits_is_served(tmp_path):
+    """A worker that has just started may read an announcement after a request pins it."""
+    import threading
+
+    storage = Storage(tmp_path)
+    pinned = PinnedVersions("default", "base", storage.fetch, SamplingBackend, announce_wait_s=10)
+    threading.Timer(0.3, lambda: pinned.announced(announcement(7))).start()
+    assert pinned.backend(7) is not None
+    assert storage.fetched == [7]
+
+
+def test_a_swap_that_meets_another_waits_for_it_instead_of_failing():
+    """A just-started worker installs the followed version while a pinned version is built."""
+    import threading
+    import time
+
+    from agents.policy.versions import ServingGate, SwapBusy
+
+    gate, order = ServingGate(), []
+
+    def first() -> None:
+        with gate.swap(5):
+            order.append("first in")
+            time.sleep(0.3)
+            order.append("first out")
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    time.sleep(0.1)
+    with gate.swap(5):
+        order.append("second")
+    thread.join()
+    assert order == ["first in", "first out", "second"]
+    failed: list[BaseException] = []
+
+    def too_late() -> None:
+        try:
+            with gate.swap(0.1):
+                pass
+        except SwapBusy as exc:
+            failed.append(exc)
+
+    with gate.swap(5):  # a swap held too long makes the next one fail, naming why
+        other = threading.Thread(target=too_late)
+        other.start()
+        other.join()
+    assert len(failed) == 1 and "another swap" in str(failed[0])
