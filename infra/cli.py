@@ -720,6 +720,13 @@ def learner(
         Path | None,
         typer.Option(help="write the loss per optimiser step as TensorBoard event files here"),
     ] = None,
+    runs: Annotated[
+        str,
+        typer.Option(
+            help="train only on successes of these runs (run ids, comma-separated); other runs' "
+            "successes are read and skipped (default: every run)"
+        ),
+    ] = "",
 ) -> None:
     """Train the policy on webgym.trajectories.success and publish versions while rollouts run.
 
@@ -754,6 +761,7 @@ def learner(
         exit_when_idle=exit_when_idle,
         seed=seed,
         tensorboard=str(tensorboard) if tensorboard else None,
+        runs=tuple(r.strip() for r in runs.split(",") if r.strip()),
     )
     trainer_config = TrainerConfig(
         model=model,

@@ -61,7 +61,10 @@ class LearnOptions:
     in_flight: int = 8
     eval_in_flight: int = 8
     temperature: float = 0.7  # the model's sampling on its training rollouts (eval is greedy)
-    max_new_tokens: int = 64
+    max_new_tokens: int = 48  # the teacher's replies are about 36 tokens
+    # Unparseable replies an episode tolerates before it ends (the stack's default is 3): a
+    # random base model's episodes end sooner, and so do their evaluations.
+    parse_error_budget: int = 1
     learning_rate: float = 1e-3
     fresh_per_step: int = 4  # new samples per optimiser step
     replay_per_step: int = 12  # window samples per optimiser step
@@ -149,6 +152,7 @@ def run_learning(
     from agents.policy.tiny_model import build_tiny_vl_model
 
     timeline = Timeline()
+    settings = settings.model_copy(update={"parse_error_budget": options.parse_error_budget})
     experiment_id = options.experiment_id or f"learn{time.strftime('%Y%m%d%H%M%S')}{uuid.uuid4().hex[:4]}"
     policy_name = experiment_id
     prefix = f"experiments/{experiment_id}"
@@ -170,6 +174,10 @@ def run_learning(
         "--idle-s", str(options.learner_idle_s),
         "--keep-versions", "10000",
         "--seed", str(options.seed),
+        # Its own group, and only this experiment's rollouts: successes that earlier runs left
+        # on the stack's success stream are never trained on.
+        "--group", f"webgym-learner-{experiment_id}",
+        "--runs", f"{experiment_id}-warm,{experiment_id}-on",
     ]  # fmt: skip
     if options.tensorboard:
         learner_args += ["--tensorboard", str(Path(options.tensorboard) / "learner")]

@@ -86,6 +86,8 @@ class LearnerConfig:
     exit_when_idle: bool = False  # then stop (batch use and tests)
     seed: int = 0
     tensorboard: str | None = None  # write the loss per optimiser step to this directory
+    # Train only on successes of these runs (an episode of run R is R-<n>); empty: every run.
+    runs: tuple[str, ...] = ()
 
 
 @dataclass
@@ -163,7 +165,9 @@ class Learner:
             "resumed_from": None,
             "removed_unannounced": [],
             "refused_eval": 0,  # eval-marked successes skipped (the filter should pass none)
+            "other_runs_skipped": 0,  # successes of runs outside ``config.runs``
         }
+        self._run_prefixes = tuple(f"{run}-" for run in config.runs)
         self.scalars = ScalarLog(config.tensorboard)
         self.trainer: Trainer | None = None
         self.version = 0
@@ -265,6 +269,10 @@ class Learner:
     def _ingest(self, event: ConsumedEvent) -> None:
         if is_eval(event.record):
             self._refuse(event)
+            return
+        if self.config.runs and not event.record["episode_id"].startswith(self._run_prefixes):
+            self.stats["other_runs_skipped"] += 1  # another run's success: read, not trained
+            self.positions[event.partition] = event.offset + 1
             return
         built = self.builder.build(event.record)
         for episode_id, step, why in built.unavailable:

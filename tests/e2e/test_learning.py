@@ -29,13 +29,14 @@ HELDOUT = 20
 
 @pytest.mark.timeout(1200)
 def test_a_version_trained_through_the_loop_beats_the_initial_model(run_settings):
-    # One teacher sample per optimiser step with 15 replayed: 80 steps, about 1,100 samples
-    # through the optimiser, three versions.
+    # One teacher sample per optimiser step with 15 replayed: 54 steps, about 700 samples
+    # through the optimiser, two versions (the first already solved every held-out instance
+    # when this was written: 20 of 20, v0 0 of 20).
     options = LearnOptions(
         pages=("click-dialog",),
         train_seeds=40,
         heldout_seeds=HELDOUT,
-        warm_start_episodes=80,
+        warm_start_episodes=54,
         on_policy_episodes=0,
         fresh_per_step=1,
         replay_per_step=15,

@@ -7,7 +7,7 @@ from collections import deque
 from typing import Any
 
 from infra.consumer import ConsumedEvent
-from learner.loop import Learner, Ledger
+from learner.loop import Learner, LearnerConfig, Ledger
 from learner.samples import Samples
 
 
@@ -24,12 +24,14 @@ class CountingBuilder:
         return out
 
 
-def a_learner() -> Learner:
+def a_learner(runs: tuple[str, ...] = ()) -> Learner:
     """A learner with only what ingesting needs (no broker, no MinIO, no model)."""
     learner = Learner.__new__(Learner)
+    learner.config = LearnerConfig(runs=runs)
+    learner._run_prefixes = tuple(f"{run}-" for run in runs)
     learner.topic = "test.trajectories.success"
     learner.builder = CountingBuilder()
-    learner.stats = {"refused_eval": 0}
+    learner.stats = {"refused_eval": 0, "other_runs_skipped": 0}
     learner.ledger = Ledger()
     learner.pending = deque()
     learner.positions = {}
@@ -54,3 +56,15 @@ def test_eval_successes_are_skipped_counted_and_logged_once(caplog):
     assert learner.ledger.refused == ["eval-000000", "eval-000001"]
     assert learner.positions == {0: 14}  # skipped as read: the group moves past them
     assert len([r for r in caplog.records if "evaluation episode" in r.getMessage()]) == 1
+
+
+def test_a_learner_of_some_runs_trains_only_their_successes():
+    """What an earlier run left on the success stream never reaches an experiment's learner."""
+    learner = a_learner(runs=("exp1-warm", "exp1-on"))
+    for offset, episode_id in enumerate(
+        ["old-run-000000", "exp1-warm-000000", "exp1-warmer-000000", "exp1-on-000003"]
+    ):
+        learner._ingest(success(offset, episode_id, purpose="train"))
+    assert learner.builder.built == ["exp1-warm-000000", "exp1-on-000003"]
+    assert learner.stats["other_runs_skipped"] == 2
+    assert learner.positions == {0: 4}  # skipped as read
