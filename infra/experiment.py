@@ -56,8 +56,10 @@ class LearnOptions:
     pages: tuple[str, ...] = PAGES
     train_seeds: int = 80  # training instances per page
     heldout_seeds: int = 10  # held-out instances per page (pages x seeds episodes per version)
-    warm_start_episodes: int = 400  # the warm start's budget: teacher episodes
-    on_policy_episodes: int = 480  # 0: stop after the warm start
+    # MiniWoB++ episodes through the pipeline run at about 0.3 a second on 2 cores (a fresh
+    # browser context and page load each): these budgets keep the whole run near 30 minutes.
+    warm_start_episodes: int = 120  # the warm start's budget: teacher episodes
+    on_policy_episodes: int = 160  # 0: stop after the warm start
     in_flight: int = 8
     eval_in_flight: int = 8
     temperature: float = 0.7  # the model's sampling on its training rollouts (eval is greedy)
@@ -66,9 +68,9 @@ class LearnOptions:
     # random base model's episodes end sooner, and so do their evaluations.
     parse_error_budget: int = 1
     learning_rate: float = 1e-3
-    fresh_per_step: int = 4  # new samples per optimiser step
-    replay_per_step: int = 12  # window samples per optimiser step
-    publish_every: int = 30  # optimiser steps per version
+    fresh_per_step: int = 2  # new samples per optimiser step
+    replay_per_step: int = 14  # window samples per optimiser step
+    publish_every: int = 36  # optimiser steps per version
     learner_idle_s: float = 10.0
     model: str | None = None  # base checkpoint; None: a fresh `webgym model tiny`
     tensorboard: str | None = None

@@ -289,15 +289,21 @@ def experiment_learn(
     heldout_seeds: Annotated[int, typer.Option(min=1, help="held-out instances per page")] = 10,
     warm_start_episodes: Annotated[
         int, typer.Option(min=1, help="the warm start's budget: teacher episodes")
-    ] = 400,
+    ] = 120,
     on_policy_episodes: Annotated[
         int, typer.Option(min=0, help="episodes the model plays itself (0: warm start only)")
-    ] = 480,
+    ] = 160,
     temperature: Annotated[
         float, typer.Option(min=0.0, help="the model's sampling temperature on training rollouts")
     ] = 0.7,
     lr: Annotated[float, typer.Option(min=0.0, help="learning rate (full fine-tuning)")] = 1e-3,
-    publish_every: Annotated[int, typer.Option(min=1, help="optimiser steps per version")] = 30,
+    publish_every: Annotated[int, typer.Option(min=1, help="optimiser steps per version")] = 36,
+    fresh_per_step: Annotated[
+        int, typer.Option(min=1, help="new samples per optimiser step (whole successes)")
+    ] = 2,
+    replay_per_step: Annotated[
+        int, typer.Option(min=0, help="window samples replayed per optimiser step")
+    ] = 14,
     seed: Annotated[int, typer.Option(help="sampling and replay seed")] = 0,
 ) -> None:
     """Does the loop learn? Warm start, on-policy training and evaluation, all through Kafka.
@@ -325,6 +331,8 @@ def experiment_learn(
         temperature=temperature,
         learning_rate=lr,
         publish_every=publish_every,
+        fresh_per_step=fresh_per_step,
+        replay_per_step=replay_per_step,
         model=str(model) if model else None,
         tensorboard=str(tensorboard) if tensorboard else None,
         seed=seed,
