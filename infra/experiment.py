@@ -331,9 +331,10 @@ def wait_for_learner(
     check: Callable[[], None],
 ) -> dict[int, dict[str, Any]]:
     """The announced versions, once one records ``samples`` samples seen, or once no version
-    was announced for a while after the learner's idle time (samples it dropped as stale or
-    unreadable never count)."""
-    quiet_s = 3 * options.learner_idle_s + 60
+    was announced for ten minutes (samples it dropped as stale or unreadable never count; a
+    learner that is still working through its backlog publishes every ``publish_every`` steps,
+    and what is left once its input has been quiet for its idle time)."""
+    quiet_s = 600.0 + options.learner_idle_s
     last_change, last = time.monotonic(), None
     while True:
         check()
@@ -368,6 +369,9 @@ def version_row(
             by_phase = manifest.training.get("trained_by_phase", {})
         except WeightsRejected:
             by_phase = {}
+        # A version is on-policy once it trained any of the model's own samples (the manifest
+        # counts what each version trained since the one before).
+        phase = ON_POLICY if by_phase.get(ON_POLICY) else WARM_START if by_phase else phase
     return {
         "version": version,
         "phase": phase,
