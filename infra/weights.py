@@ -173,7 +173,9 @@ def _read(client: Minio, bucket: str, name: str) -> bytes:
 
 
 def fetch_weights(client: Minio, event: dict[str, Any], destination: Path) -> Path:
-    """Download and verify the version ``event`` announces into ``destination/<name>/v<N>``."""
+    """Download and verify the version ``event`` announces into ``destination/<name>/v<N>``.
+    Safe to call from several threads or processes for one version: the first complete copy
+    stays, later ones are discarded."""
     location = event["location"]
     if not location.startswith("s3://"):
         raise WeightsRejected(f"unsupported weights location {location!r}")
@@ -208,7 +210,13 @@ def fetch_weights(client: Minio, event: dict[str, Any], destination: Path) -> Pa
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
         target.parent.mkdir(parents=True, exist_ok=True)
-        scratch.rename(target)
+        try:
+            scratch.rename(target)
+        except OSError:
+            # Another fetch of the same version (a pinned build beside the followed swap)
+            # finished first: its copy holds these very bytes, verified the same way.
+            if not target.is_dir():
+                raise
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return target

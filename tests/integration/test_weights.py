@@ -108,3 +108,33 @@ def test_retention_leftovers_and_rollback_keep_versions_going_up(
     stored = version_prefix(name, 3) + "model.safetensors"
     original = read_bytes(client, settings.policies_bucket, stored)
     assert (served / "model.safetensors").read_bytes() == original
+
+
+def test_two_fetches_of_one_version_at_once_both_succeed(settings, producer, weights_dir, tmp_path):
+    """A pinned build and the followed version's swap may fetch the same version together: the
+    one that finishes second finds the first one's copy and uses it."""
+    import infra.weights as weights
+
+    client = build_minio(settings)
+    name = f"tiny-{uuid.uuid4().hex[:6]}"
+    event = publish_weights(client, settings, producer, name, 1, weights_dir, "tiny-qwen-vl")
+    cache = tmp_path / "cache"
+    original, reads = weights.read_bytes, []
+
+    def read_then_race(client_, bucket, object_name):
+        data = original(client_, bucket, object_name)
+        reads.append(object_name)
+        if object_name.endswith("sub/config.json") and len(reads) < 10:
+            # The other fetch completes while this one holds its files in scratch.
+            assert fetch_weights(client, event, cache).is_dir()
+        return data
+
+    weights.read_bytes = read_then_race
+    try:
+        fetched = fetch_weights(client, event, cache)
+    finally:
+        weights.read_bytes = original
+    assert (fetched / "model.safetensors").read_bytes() == (
+        weights_dir / "model.safetensors"
+    ).read_bytes()
+    assert [p.name for p in cache.iterdir() if p.name.startswith(".fetch-")] == []
