@@ -192,15 +192,10 @@ def eval_command(
             policy_args=("--model", str(model), "--policy-name", policy_name),
         )
         _stop_cleanly_on_sigterm()
-        with console.status("starting the workers...") as spinner:
-            loop = LocalLoop(settings, run, report=spinner.update)
-            loop.__enter__()
-        try:
+        with LocalLoop(settings, run, report=console.print) as loop:
             evaluate_all(
                 Evaluator(loop.settings, options, check=loop.check), chosen_versions(loop.settings)
             )
-        finally:
-            loop.__exit__(None, None, None)
     scalars.close()
     _write_outputs(rows, out, plot, f"held-out success of {policy_name} on {task_set}")
 
