@@ -23,6 +23,7 @@ from aiohttp import web
 from analytics.episodes import STATES, TOPICS, EpisodeFold, EpisodeView
 from analytics.errors import AnalyticsError
 from analytics.log_tail import LogTail
+from analytics.rates import rates
 from analytics.stats import wilson_interval
 from infra.settings import Settings
 
@@ -142,17 +143,14 @@ def _by_version(views: list[EpisodeView]) -> list[dict[str, Any]]:
 
 
 def _throughput(views: list[EpisodeView]) -> dict[str, Any]:
-    """Episodes ended per minute (the last 30 minutes that had any) and the overall rates."""
+    """Episodes ended per minute (the last 30 minutes that had any, labelled HH:MM UTC) and the
+    rates over the runs' windows, with their definitions (``analytics.rates``)."""
     ended = sorted(v.ended_ts for v in views if v.ended_ts is not None)
-    started = [v.started_ts for v in views if v.started_ts is not None]
     per_minute = Counter(ts // 60_000 for ts in ended)
     minutes = sorted(per_minute)[-30:]
-    span_s = (max(ended) - min(started)) / 1000 if ended and started else 0.0
-    steps = sum(v.steps for v in views)
     return {
         "ended_per_minute": [[m * 60_000, per_minute[m]] for m in minutes],
-        "episodes_per_hour": len(ended) / span_s * 3600 if span_s > 0 else None,
-        "steps_per_s": steps / span_s if span_s > 0 else None,
+        **rates(views),
     }
 
 

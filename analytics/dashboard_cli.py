@@ -28,17 +28,13 @@ def dashboard(
     import asyncio
 
     from aiohttp import web
-    from pydantic import ValidationError
     from rich.console import Console
 
     from analytics.dashboard import DashboardState, LogFeeder, build_app
-    from infra.settings import Settings, SettingsError
+    from infra.settings import load_settings
 
     since_ms = parse_since(since)
-    try:
-        settings = Settings()
-    except ValidationError as exc:
-        raise SettingsError(f"invalid WEBGYM_* setting:\n{exc}") from exc
+    settings = load_settings()
     state = DashboardState()
     feeder = LogFeeder(settings, state, since_ms)
     console = Console()

@@ -46,7 +46,7 @@ class EpisodeView:
     end_kind: str | None = None  # finished / aborted
     reason: str | None = None
     final_answer: str | None = None
-    steps: int = 0  # observations seen
+    trajectory_steps: int = 0  # steps of the scored trajectory
     url: str = ""
     inferences: int = 0
     parse_errors: int = 0
@@ -58,6 +58,12 @@ class EpisodeView:
     repeated_steps: int = 0
     purpose: str = "train"  # "eval": held out, judged apart from training (never trained on)
     phase: str | None = None  # the experiment phase that produced the episode
+
+    @property
+    def steps(self) -> int:
+        """The episode's steps as every view counts them (``analytics.rates``): the policy's
+        replies seen, or the scored trajectory's steps when the log kept more of those."""
+        return max(self.inferences, self.trajectory_steps)
 
     @property
     def run_id(self) -> str:
@@ -157,7 +163,6 @@ class EpisodeFold:
         self._move(view, "acting")
 
     def _observations(self, view: EpisodeView, record: dict[str, Any]) -> None:
-        view.steps = max(view.steps, record["step"])
         view.url = record["url"]
         self._move(view, "thinking")
 
@@ -176,6 +181,7 @@ class EpisodeFold:
         view.judge_error = record.get("judge_error")
         view.blocked = record.get("blocked", False)
         view.repeated_steps = sum(1 for s in record["steps"] if s["repeated"])
+        view.trajectory_steps = len(record["steps"])
         view.judged_ts = record["ts"]
         view.started_ts = view.started_ts or record["started_ts"]
         view.purpose = record.get("purpose") or "train"

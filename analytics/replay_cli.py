@@ -131,6 +131,34 @@ def _settings():
     return load_settings()
 
 
+# In the order they are given room: a narrow terminal drops the last ones, never cuts a cell.
+_LIST_COLUMNS = (
+    "episode",
+    "state",
+    "steps",
+    "reward",
+    "end",
+    "task",
+    "started (UTC)",
+    "difficulty",
+)
+_JUSTIFY = {"steps": "right", "reward": "right"}
+
+
+def columns_that_fit(rows: list[dict[str, str]], width: int) -> list[str]:
+    """The leading columns of ``_LIST_COLUMNS`` whose widest cells fit in ``width`` characters
+    (with the table's borders and padding); the episode id is always shown."""
+    chosen: list[str] = []
+    used = 1  # the table's left border
+    for name in _LIST_COLUMNS:
+        cell = max([len(name), *(len(row[name]) for row in rows)])
+        if chosen and used + cell + 3 > width:
+            continue
+        chosen.append(name)
+        used += cell + 3  # a space each side and a border
+    return chosen
+
+
 def _list(console, status, settings, task, site, reward, success, since, until, limit, as_json):
     import datetime
     import json
@@ -155,18 +183,8 @@ def _list(console, status, settings, task, site, reward, success, since, until, 
         for view in shown:  # one JSON object a line, unstyled and never wrapped
             typer.echo(json.dumps(list_row(view)))
         return
-    table = Table(
-        Column("episode", no_wrap=True),  # ids are copied from here: never cut them
-        "task",
-        "difficulty",
-        "state",
-        Column("steps", justify="right"),
-        Column("reward", justify="right"),
-        "started (UTC)",
-        "end",
-    )
+    rows = []
     for view in shown:
-        row = list_row(view)
         started = (
             datetime.datetime.fromtimestamp(view.started_ts / 1000, tz=datetime.UTC).strftime(
                 "%Y-%m-%d %H:%M:%S"
@@ -174,22 +192,39 @@ def _list(console, status, settings, task, site, reward, success, since, until, 
             if view.started_ts
             else "-"
         )
-        if view.reward is None:
-            reward_text = "-"
-        else:
-            colour = "green" if view.success else "red"
-            reward_text = f"[{colour}]{view.reward:g}[/]"
+        reward = "-" if view.reward is None else f"{view.reward:g}"
+        rows.append(
+            {
+                "episode": view.episode_id,
+                "state": view.state,
+                "steps": str(list_row(view)["steps"]),
+                "reward": reward,
+                "end": f"{view.end_kind}: {view.reason}" if view.end_kind else "-",
+                "task": view.task_id,
+                "started (UTC)": started,
+                "difficulty": view.difficulty,
+                "_success": view.success,
+            }
+        )
+    columns = columns_that_fit(rows, console.width)
+    table = Table(
+        *(Column(name, no_wrap=True, justify=_JUSTIFY.get(name, "left")) for name in columns)
+    )
+    for row in rows:
+        colour = "green" if row["_success"] else "red"
         table.add_row(
-            view.episode_id,
-            view.task_id,
-            view.difficulty,
-            view.state,
-            str(row["steps"]),
-            reward_text,
-            started,
-            f"{view.end_kind}: {view.reason}" if view.end_kind else "-",
+            *(
+                f"[{colour}]{row[name]}[/]" if name == "reward" and row[name] != "-" else row[name]
+                for name in columns
+            )
         )
     console.print(table)
+    left_out = [name for name in _LIST_COLUMNS if name not in columns]
+    if left_out:
+        console.print(
+            f"[dim]({', '.join(left_out)} left out at {console.width} columns: widen the "
+            "terminal or use --json)[/]"
+        )
     more = f" (the newest {len(shown)} shown; --limit 0 for all)" if len(shown) < len(views) else ""
     console.print(
         f"{len(views)} episodes match{more}. Replay one with `webgym replay EPISODE_ID`.",

@@ -112,7 +112,5 @@ def list_episodes(settings: Settings, wanted: EpisodeFilter) -> list[EpisodeView
 
 
 def list_row(view: EpisodeView) -> dict:
-    """``EpisodeView.summary()`` with the replies as the step count (screenshots are not read)."""
-    row = view.summary()
-    row["steps"] = max(view.steps, view.inferences)
-    return row
+    """``EpisodeView.summary()``: steps as every view counts them (``analytics.rates``)."""
+    return view.summary()

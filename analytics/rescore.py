@@ -11,7 +11,10 @@ Guarantees:
 - re-running into the same name skips episodes already there, so an interrupted rescore resumes
   and the new stream never holds an episode twice;
 - :class:`Comparison` counts, against the original score of each episode, the rewards that
-  changed (and which way) and the per-fact verdicts that changed.
+  changed (and which way, naming the episodes) and the per-fact verdicts that changed;
+- a judge forced with ``--judge`` that cannot score a task (the verifier on a MiniWoB++ page, the
+  page reward on a practice-web task) skips it and counts it: it never turns a score it cannot
+  make into reward 0.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ class Comparison:
     into: str
     rescored: int = 0
     skipped: int = 0  # already in the new stream (an earlier, interrupted rescore)
+    not_applicable: int = 0  # the chosen judge cannot score the task (not re-scored, not written)
     rewards_changed: int = 0
     became_success: int = 0
     lost_success: int = 0
@@ -46,7 +50,8 @@ class Comparison:
     judge_errors: int = 0
     old_judges: set[str] = field(default_factory=set)
     new_judges: set[str] = field(default_factory=set)
-    changed_episodes: list[str] = field(default_factory=list)
+    changed_episodes: list[str] = field(default_factory=list)  # reward or a verdict changed
+    reward_changed_episodes: list[str] = field(default_factory=list)
 
     def figures(self) -> dict[str, Any]:
         figures = dataclasses.asdict(self)
@@ -148,6 +153,10 @@ async def _rescore_all(
 
     async def one(old: dict[str, Any]) -> None:
         trajectory = trajectory_of(old)
+        if not judging.applies(tasks.get(trajectory["task_id"])):
+            comparison.not_applicable += 1
+            on_progress(comparison.rescored + comparison.not_applicable, len(todo))
+            return
         async with gate:
             score = await judging.score(tasks.get(trajectory["task_id"]), trajectory)
         new = scored_event(trajectory, score, detect_block(trajectory))
@@ -164,8 +173,9 @@ async def _rescore_all(
             comparison.changed_episodes.append(new["episode_id"])
         if reward_changed:
             comparison.rewards_changed += 1
+            comparison.reward_changed_episodes.append(new["episode_id"])
             comparison.became_success += is_success(new) and not is_success(old)
             comparison.lost_success += is_success(old) and not is_success(new)
-        on_progress(comparison.rescored, len(todo))
+        on_progress(comparison.rescored + comparison.not_applicable, len(todo))
 
     await asyncio.gather(*(one(record) for record in todo))

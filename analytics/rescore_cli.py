@@ -55,12 +55,12 @@ def rescore(
 
     from analytics.rescore import output_suffix
     from analytics.rescore import rescore as run_rescore
-    from infra.settings import Settings
+    from infra.settings import load_settings
     from streams.judging import Judging
 
     output_suffix(into)  # bad input fails before anything is read or written
     since_ms = parse_since(since)
-    settings = Settings()
+    settings = load_settings()
     updates = {
         "judge_base_url": judge_base_url,
         "judge_model": judge_model,
@@ -90,6 +90,7 @@ def rescore(
     table = Table("figure", "value", title=f"{settings.topic('trajectories.rescored.' + into)}")
     table.add_row("re-scored", str(comparison.rescored))
     table.add_row("skipped (already re-scored)", str(comparison.skipped))
+    table.add_row(f"skipped (--judge {judge} does not apply)", str(comparison.not_applicable))
     table.add_row("judges before", ", ".join(sorted(comparison.old_judges)) or "-")
     table.add_row("judges now", ", ".join(sorted(comparison.new_judges)) or "-")
     table.add_row("rewards changed", str(comparison.rewards_changed))
@@ -99,5 +100,10 @@ def rescore(
     table.add_row("judge errors", str(comparison.judge_errors))
     console.print(table)
     console.print(f"{len(comparison.changed_episodes)} episodes changed verdict")
+    changed = sorted(comparison.reward_changed_episodes)
+    if changed:
+        more = f" and {len(changed) - 20} more" if len(changed) > 20 else ""
+        shown = ", ".join(changed[:20]) + more
+        console.print(f"reward changed: {shown}", highlight=False)
     if json_out is not None:
         json_out.write_text(json.dumps(comparison.figures(), indent=2) + "\n")

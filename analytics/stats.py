@@ -20,9 +20,11 @@ Definitions (the table and the JSON use the same names):
 - *steps*: policy steps, one per ``inferences`` event; *parse-error rate*: inferences whose reply
   did not parse / inferences. *Repetition rate*: steps of judged trajectories marked ``repeated``
   (the action left the screen unchanged) / steps of judged trajectories.
-- *window*: from the earliest to the latest producer ``ts`` of the episode events seen;
-  episodes per hour = episodes ended × 3600 / window seconds, steps per second = steps / window
-  seconds.
+- *window* and rates: as every view defines them (``analytics.rates``): a run's window runs from
+  the first start of its episodes to their last event; over several runs the union of the runs'
+  windows (idle time between runs left out); episodes per hour = episodes ended × 3600 / window
+  seconds, steps per second = steps / window seconds, overall and per run (``throughput.runs``).
+  ``window`` is the span of every event read (the timeline's axis).
 - *hops* (:data:`HOPS`): producer ``ts`` of one event to the producer ``ts`` of the event it
   caused, matched by episode and step; so each includes Kafka delivery, queueing and the work of
   the process named. The judge hop ends at the Kafka timestamp of the scored record (the judge
@@ -56,13 +58,14 @@ from typing import Any
 
 from analytics.episodes import TOPICS as EPISODE_TOPICS
 from analytics.episodes import EpisodeFold, EpisodeView
+from analytics.rates import rates
+from schemas.difficulty import DIFFICULTIES
 
 TOPICS = (*EPISODE_TOPICS, "policy.versions", "dlq")
 # Compacted topics that describe rather than happen: read whole even with a start time.
 REFERENCE_TOPICS = ("tasks", "policy.versions")
 PERCENTILES = (50, 95, 99)
 GROUPS = ("domain", "difficulty", "site", "policy_version")
-DIFFICULTY_ORDER = ("easy", "medium", "hard")
 _NICE_BUCKETS_S = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 86400)
 
 
@@ -309,7 +312,6 @@ class RunStats:
         every = list(self.episodes.episodes.values())
         views = [v for v in every if v.purpose == "train"]
         window_s = (self.last_ts - self.first_ts) / 1000 if self.first_ts is not None else 0.0
-        ended = sum(1 for v in every if v.end_kind is not None)
         steps = len(self.steps_ts)
         trajectory_steps = sum(n for n, _ in self.trajectory_steps.values())
         repeated = sum(r for _, r in self.trajectory_steps.values())
@@ -322,12 +324,7 @@ class RunStats:
                 "seconds": window_s,
             },
             "episodes": self._episode_figures(every, views),
-            "throughput": {
-                "episodes_ended": ended,
-                "steps": steps,
-                "episodes_per_hour": ended * 3600 / window_s if window_s else None,
-                "steps_per_s": steps / window_s if window_s else None,
-            },
+            "throughput": rates(every),
             "success_by": {group: self._success_by(views, group) for group in GROUPS},
             "heldout": _heldout([v for v in every if v.purpose != "train"]),
             "steps": {
@@ -488,8 +485,8 @@ def _group_value(view: EpisodeView, group: str) -> str:
 
 def _group_order(group: str, item: tuple[str, Any]) -> tuple:
     value = item[0]
-    if group == "difficulty" and value in DIFFICULTY_ORDER:
-        return (0, DIFFICULTY_ORDER.index(value), value)
+    if group == "difficulty" and value in DIFFICULTIES:
+        return (0, DIFFICULTIES.index(value), value)
     if group == "policy_version" and value.isdigit():
         return (0, int(value), value)
     return (1, 0, value)

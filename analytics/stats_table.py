@@ -56,8 +56,15 @@ def overview_table(figures: dict[str, Any], caught_up: bool = True) -> Table:
     episodes, throughput = figures["episodes"], figures["throughput"]
     steps, lag = figures["steps"], figures["policy_lag"]
     window = figures["window"]
+    runs_seen = throughput["runs"]
     rows = [
-        ("window", _window(window), "first to last producer ts of the episode events"),
+        ("events", _window(window), "first to last producer ts of the events read"),
+        (
+            "rate window",
+            f"{throughput['window_s']:,.1f} s"
+            + (f" ({len(runs_seen)} runs)" if len(runs_seen) > 1 else ""),
+            throughput["definitions"]["window"],
+        ),
         ("episodes started", episodes["started"], ""),
         (
             "episodes ended",
@@ -74,7 +81,7 @@ def overview_table(figures: dict[str, Any], caught_up: bool = True) -> Table:
         ("blocked", episodes["blocked"], "bot wall or captcha seen"),
         ("episodes per hour", _num(throughput["episodes_per_hour"], 0), "ended x 3600 / window"),
         ("steps per second", _num(throughput["steps_per_s"], 2), "steps / window"),
-        ("steps", steps["steps"], "one per inference"),
+        ("steps", steps["steps"], throughput["definitions"]["step"]),
         (
             "parse errors",
             f"{steps['parse_errors']} ({_pct(steps['parse_error_rate'])})",
@@ -103,6 +110,16 @@ def overview_table(figures: dict[str, Any], caught_up: bool = True) -> Table:
         rows.append(("undecodable records", undecodable, topics))
     for reason, count in episodes["terminations"].items():
         rows.append((f"ended by {reason or '?'}", count, ""))
+    if len(runs_seen) > 1:  # each run's own window and rates, never the span across runs
+        for run in runs_seen:
+            rows.append(
+                (
+                    f"run {run['run_id']}",
+                    f"{run['seconds']:,.1f} s: {_num(run['steps_per_s'], 2)} steps/s, "
+                    f"{_num(run['episodes_per_hour'], 0)} episodes/h",
+                    f"{run['steps']} steps, {run['episodes_ended']} ended in its window",
+                )
+            )
     for name, value, definition in rows:
         table.add_row(name, str(value), definition)
     return table

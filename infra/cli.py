@@ -25,6 +25,7 @@ from infra.eval_run import EvalFailed
 from infra.learning_cli import checkpoint_exists as _checkpoint_exists
 from infra.learning_cli import eval_command, experiment_app, experiment_learn
 from infra.local_run import RunFailed
+from infra.objects import ObjectStoreError
 from infra.producer import DeliveryError
 from infra.settings import Settings, SettingsError, load_settings
 from infra.topic_admin import (
@@ -32,10 +33,12 @@ from infra.topic_admin import (
     TopicMissing,
     create_topics,
     describe_topics,
+    require_partition_counts,
     topic_states,
 )
 from infra.topics import MIB, TOPICS
 from infra.weights import WeightsRejected
+from schemas.difficulty import DIFFICULTIES
 from sites.cli import sites_app
 from tasks.cli import tasks_app
 from tasks.miniwob import DEFAULT_SEEDS as DEFAULT_MINIWOB_SEEDS
@@ -81,6 +84,7 @@ KNOWN_ERRORS = (
     AnalyticsError,
     TaskSetError,
     EvalFailed,
+    ObjectStoreError,
 )
 
 
@@ -313,8 +317,12 @@ def run(
             )
             progress.update(bar[0], completed=summary.judged, detail=detail)
 
+        def report(line: str) -> None:  # each step of the start stays on screen
+            spinner.update(line)
+            console.print(line, style="dim", highlight=False, markup=False)
+
         try:
-            summary = run_local(settings, options, report=spinner.update, on_progress=on_progress)
+            summary = run_local(settings, options, report=report, on_progress=on_progress)
         finally:
             progress.stop()
     _print_summary(summary)
@@ -368,6 +376,13 @@ def _ratios(text: str) -> dict[str, float]:
             raise SettingsError(
                 f"--ratios: {part!r} is not difficulty=weight; write e.g. easy=2,medium=1,hard=1"
             ) from None
+        if name.strip() not in DIFFICULTIES:
+            raise SettingsError(
+                f"--ratios: {name.strip()!r} is not a difficulty; the difficulties are "
+                f"{', '.join(DIFFICULTIES)} (e.g. easy=2,medium=1,hard=1)"
+            )
+        if ratios[name.strip()] < 0:
+            raise SettingsError(f"--ratios: {part!r} has a negative weight; use 0 or more")
     if ratios and not any(weight > 0 for weight in ratios.values()):
         raise SettingsError("--ratios: at least one difficulty needs a weight above 0")
     return ratios
@@ -505,6 +520,7 @@ def worker_browser(
 
     settings = _settings()
     launch_options(settings)  # a missing Chromium is refused now, not at the first episode
+    require_partition_counts(settings)  # contexts are held by partition
     config = BrowserWorkerConfig.from_settings(
         settings,
         act_concurrency=concurrency or settings.browser_act_concurrency,
@@ -636,6 +652,7 @@ def worker_policy(
     settings = _settings()
     if infer_timeout is not None and infer_timeout <= 0:
         raise SettingsError(f"--infer-timeout must be more than 0 seconds, got {infer_timeout:g}")
+    require_partition_counts(settings)  # per-episode state is held by partition
     options = BackendOptions(
         backend=backend,
         model=model,

@@ -14,6 +14,7 @@ same topic, and other runs sampling at the same time on the same stack, never re
 
 from __future__ import annotations
 
+import errno
 import itertools
 import json
 import os
@@ -34,6 +35,7 @@ from confluent_kafka import TopicPartition
 
 from infra.consumer import EventConsumer, build_consumer
 from infra.dead_letters import DeadLetterRouter
+from infra.ports import port_holder
 from infra.producer import EventProducer, now_ms
 from infra.settings import Settings
 from sites import generate_sites
@@ -420,6 +422,27 @@ class RunFollower:
         self._consumer.close()
 
 
+def serve_pages(sites: list, address: str, report: Callable[[str], None]) -> PracticeWebServer:
+    """The practice web and the MiniWoB++ pages on ``address`` (host:port); when that port is
+    taken, on a free one instead, said in one line naming the holder. The run's workers are
+    told the address actually served."""
+    host, _, port = address.rpartition(":")
+    host = host or "127.0.0.1"
+    static = {miniwob.HOST: miniwob.html_root()}
+    try:
+        return PracticeWebServer(sites, host=host, port=int(port), static_hosts=static)
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+    server = PracticeWebServer(sites, host=host, port=0, static_hosts=static)
+    holder = port_holder(int(port))
+    report(
+        f"port {port} is taken{f' by {holder}' if holder else ''}: serving the pages on "
+        f"{host}:{server.port} instead (WEBGYM_PRACTICE_WEB_ADDRESS picks the address)"
+    )
+    return server
+
+
 class LocalLoop:
     """The workers of one run on this machine, as child processes: the practice web served, one
     browser worker (or ``options.browser_workers``), one policy worker, one Faust worker and, with
@@ -467,14 +490,14 @@ class LocalLoop:
 
     def _start(self) -> None:
         from infra import stack
-        from infra.topic_admin import create_topics
+        from infra.topic_admin import create_topics, require_partition_counts
 
         settings, options, report = self.settings, self.options, self.report
         if self._start_stack:
             report("starting the local stack (Kafka, MinIO)...")
             stack.up(settings, report=report)
         report("creating topics...")
-        create_topics(settings)
+        require_partition_counts(settings, states=create_topics(settings))
         self.log_dir.mkdir(parents=True, exist_ok=True)
         tasks = builtin_tasks(options, list(self.weights))
         if tasks:
@@ -487,17 +510,11 @@ class LocalLoop:
             options, list(self.weights), published
         )
         sites = generate_sites(seed=self.sites_seed, count=self.sites_count)
-        host, _, port = settings.practice_web_address.rpartition(":")
         report(f"serving {len(sites)} practice-web sites...")
-        server = PracticeWebServer(
-            sites,
-            host=host or "127.0.0.1",
-            port=int(port),
-            static_hosts={miniwob.HOST: miniwob.html_root()},
-        )
+        server = serve_pages(sites, settings.practice_web_address, report)
         self._cleanup.enter_context(server)
         self.settings = settings = settings.model_copy(
-            update={"practice_web_address": f"{host or '127.0.0.1'}:{server.port}"}
+            update={"practice_web_address": f"{server.host}:{server.port}"}
         )
         self.env = settings_env(settings)
         self._cleanup.callback(self._stop_children)

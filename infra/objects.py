@@ -4,18 +4,60 @@ from __future__ import annotations
 
 import io
 
+import urllib3
 from minio import Minio
+from minio.error import MinioException, S3Error
 
 from infra.settings import Settings
 
+# S3 error codes that mean "these credentials", not "this request".
+_CREDENTIAL_CODES = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied")
+
+
+class ObjectStoreError(RuntimeError):
+    """The object store did not answer or refused these credentials; the message says which
+    setting to change."""
+
 
 def build_minio(settings: Settings) -> Minio:
+    """A client that has been answered once: a store that is down, or refuses the credentials,
+    is an :class:`ObjectStoreError` here, in one line, and not a traceback at first use."""
     access_key, secret_key = settings.minio_credentials()
-    return Minio(
+    client = Minio(
         settings.minio_endpoint,
         access_key=access_key,
         secret_key=secret_key,
         secure=settings.minio_secure,
+    )
+    try:
+        client.bucket_exists(settings.policies_bucket)
+    except (MinioException, urllib3.exceptions.HTTPError, OSError) as exc:
+        # Converted here: minio's S3Error cannot pass through a context manager (it is frozen,
+        # and contextlib sets its __traceback__), so it must not travel.
+        raise ObjectStoreError(explain(exc, settings)) from None
+    return client
+
+
+def explain(exc: BaseException, settings: Settings) -> str:
+    """One line for an object-store failure: what went wrong and what to do."""
+    where = f"{'https' if settings.minio_secure else 'http'}://{settings.minio_endpoint}"
+    if isinstance(exc, S3Error) and exc.code in _CREDENTIAL_CODES:
+        given = (
+            "WEBGYM_MINIO_ACCESS_KEY and WEBGYM_MINIO_SECRET_KEY"
+            if settings.minio_access_key
+            else f"the generated pair in {settings.minio_credentials_file}"
+        )
+        return (
+            f"MinIO at {where} refused the credentials ({exc.code}: {exc.message}); they come "
+            f"from {given}. Set both variables to a pair the server knows, or unset both to use "
+            "the local stack's own (`webgym up`)."
+        )
+    if isinstance(exc, S3Error):
+        return f"MinIO at {where} answered {exc.code}: {exc.message}"
+    reason = getattr(exc, "reason", None) or exc
+    return (
+        f"no MinIO answered at {where} ({type(reason).__name__}). Start the local stack with "
+        "`webgym up`, or set WEBGYM_MINIO_ENDPOINT to your server (host:port)."
     )
 
 

@@ -13,8 +13,13 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsError as EnvironmentParseError
+
+from schemas.difficulty import DIFFICULTIES
+
+DEFAULT_HORIZONS = {"easy": 10, "medium": 20, "hard": 30}
 
 
 def _xdg_dir(variable: str, fallback: str) -> Path:
@@ -104,8 +109,10 @@ class Settings(BaseSettings):
 
     # Stream processors (the Faust app in streams/)
     horizons: dict[str, int] = Field(
-        {"easy": 10, "medium": 20, "hard": 30},
-        description="steps an episode may take, by task difficulty (the paper's training horizons)",
+        DEFAULT_HORIZONS,
+        description="steps an episode may take, by task difficulty (the paper's training "
+        'horizons); a JSON object such as {"easy": 5}: difficulties it leaves out keep their '
+        "default",
     )
     parse_error_budget: int = Field(
         3, ge=0, description="unparseable replies an episode survives; one more ends it"
@@ -156,6 +163,34 @@ class Settings(BaseSettings):
             )
         return value
 
+    @field_validator("horizons")
+    @classmethod
+    def _horizons_known_and_positive(cls, value: dict[str, int]) -> dict[str, int]:
+        unknown = sorted(set(value) - set(DIFFICULTIES))
+        if unknown:
+            raise ValueError(
+                f"unknown difficulty {', '.join(map(repr, unknown))}: the difficulties are "
+                f"{', '.join(DIFFICULTIES)}"
+            )
+        bad = {name: steps for name, steps in value.items() if steps < 1}
+        if bad:
+            raise ValueError(f"every horizon must be at least 1 step ({bad} is not)")
+        return {**DEFAULT_HORIZONS, **value}
+
+    @model_validator(mode="after")
+    def _minio_pair_whole(self) -> Settings:
+        if (self.minio_access_key is None) != (self.minio_secret_key is None):
+            given, missing = (
+                ("WEBGYM_MINIO_ACCESS_KEY", "WEBGYM_MINIO_SECRET_KEY")
+                if self.minio_access_key is not None
+                else ("WEBGYM_MINIO_SECRET_KEY", "WEBGYM_MINIO_ACCESS_KEY")
+            )
+            raise ValueError(
+                f"{given} is set but {missing} is not: set both (a key pair the server knows), or "
+                "neither to use the local stack's generated pair"
+            )
+        return self
+
     @property
     def logs_dir(self) -> Path:
         return self.state_dir / "logs"
@@ -192,4 +227,24 @@ def load_settings() -> Settings:
     try:
         return Settings()
     except ValidationError as exc:
-        raise SettingsError(f"invalid WEBGYM_* setting:\n{exc}") from exc
+        raise SettingsError(f"invalid WEBGYM_* setting: {_one_line(exc)}") from None
+    except EnvironmentParseError as exc:
+        # pydantic-settings could not parse a structured value (invalid JSON, for one).
+        raise SettingsError(
+            f"invalid WEBGYM_* setting: {exc}; give it as JSON, e.g. "
+            """WEBGYM_HORIZONS='{"easy": 5}'"""
+        ) from None
+
+
+def _one_line(exc: ValidationError) -> str:
+    """``WEBGYM_HORIZONS: unknown difficulty 'eazy' ...; WEBGYM_X: ...`` for every bad field."""
+    problems = []
+    for error in exc.errors():
+        message = error["msg"].removeprefix("Value error, ")
+        if not error["loc"]:  # a rule across fields: the message names them
+            problems.append(message)
+            continue
+        name = f"WEBGYM_{str(error['loc'][0]).upper()}"
+        secret = "KEY" in name or "SECRET" in name
+        problems.append(f"{name}: {message}" + ("" if secret else f" (got {error.get('input')!r})"))
+    return "; ".join(problems)

@@ -13,7 +13,7 @@ from typing import Literal
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from infra.settings import Settings
+from infra.settings import Settings, SettingsError
 from infra.topics import TOPICS, TopicSpec
 
 ADMIN_TIMEOUT_S = 30.0
@@ -25,6 +25,10 @@ class BrokerUnreachable(RuntimeError):
 
 class TopicMissing(LookupError):
     """A named topic does not exist on the cluster."""
+
+
+class PartitionMismatch(SettingsError):
+    """A topic of the table exists with another partition count than this process would use."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,34 @@ def topic_states(settings: Settings, admin: AdminClient | None = None) -> list[T
             outcome = "mismatch"
         states.append(TopicState(spec, name, outcome, expected, actual))
     return states
+
+
+def require_partition_counts(
+    settings: Settings, admin: AdminClient | None = None, states: list[TopicState] | None = None
+) -> None:
+    """Refuse to go on when any topic of the table exists with another partition count than the
+    table gives it with these settings: a process that places or reads rows by partition would
+    otherwise pair an episode's events on different partitions. Missing topics are not checked
+    (``create_topics`` makes them with the table's count)."""
+    states = states if states is not None else topic_states(settings, admin)
+    mismatched = [s for s in states if s.outcome == "mismatch"]
+    if not mismatched:
+        return
+    listed = ", ".join(
+        f"{s.name} has {s.actual_partitions} (this process expects {s.expected_partitions})"
+        for s in mismatched[:3]
+    ) + (f" and {len(mismatched) - 3} more" if len(mismatched) > 3 else "")
+    counts = sorted({s.actual_partitions for s in mismatched if s.spec.partitions is None})
+    fix = (
+        f"set WEBGYM_DEFAULT_PARTITIONS={counts[0]} (the topics' count) to use them as they are"
+        if len(counts) == 1
+        else "recreate the topics with one count"
+    )
+    raise PartitionMismatch(
+        f"partition counts on {settings.bootstrap_servers} differ from the topic table: {listed}. "
+        f"Every process must agree on them: {fix}, or use new topics with another "
+        "WEBGYM_TOPIC_PREFIX."
+    )
 
 
 def create_topics(settings: Settings, admin: AdminClient | None = None) -> list[TopicState]:

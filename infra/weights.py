@@ -301,9 +301,21 @@ def rollback(
     if latest is None:
         raise WeightsRejected(f"{policy_name} has no published version to roll back")
     current = latest["policy_version"]
-    if not 1 <= target < current:
+    if target <= 0:
         raise WeightsRejected(
-            f"roll back to a version below the latest (v{current}) of {policy_name}, not v{target}"
+            f"v{target} of {policy_name} is the base model: it has no files to serve again. To "
+            "serve the base model, restart the policy worker on the base checkpoint (without "
+            f"--policy-name); to roll back, name a published version (v1..v{current - 1})"
+        )
+    if target > current:
+        raise WeightsRejected(
+            f"v{target} of {policy_name} does not exist: the latest is v{current} (list them with "
+            "`webgym policy versions`)"
+        )
+    if target == current:
+        raise WeightsRejected(
+            f"v{target} is already the latest version of {policy_name}: roll back to an earlier "
+            + (f"one (v1..v{current - 1})" if current > 1 else "one once there is one")
         )
     stored = stored_versions(client, settings, policy_name)
     if target not in stored:

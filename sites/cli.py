@@ -9,8 +9,10 @@ import threading
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from infra.ports import port_holder
 from sites.data import generate_sites
 from sites.server import PracticeWebServer
 from tasks import miniwob
@@ -49,9 +51,13 @@ def serve(
             sites, host=host, port=port, static_hosts={miniwob.HOST: miniwob.html_root()}
         )
     except OSError as exc:
+        holder = port_holder(port)
         errors.print(
-            f"[bold red]error:[/] cannot listen on {host}:{port} ({exc.strerror}). "
-            "Stop what uses the port or pick another with --port (0 picks a free one)."
+            f"[bold red]error:[/] cannot listen on {host}:{port} ({exc.strerror}"
+            + (f"; held by {escape(holder)}" if holder else "")
+            + "). Stop what uses the port or pick another with --port (0 picks a free one).",
+            highlight=False,
+            markup=True,
         )
         raise typer.Exit(1) from None
     with server:

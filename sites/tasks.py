@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from random import Random
 from typing import Any
 
+from schemas.difficulty import DIFFICULTIES
 from sites import vocab as v
 from sites.cart import CHECKOUT_FIELDS, encode_cart, order_reference, order_total
 from sites.catalogues import BOOKABLE_FROM, Item
@@ -35,7 +36,6 @@ from sites.flows import flow_reference, flow_total
 from sites.forms import FieldSpec, validate
 from sites.layout import url
 
-DIFFICULTIES = ("easy", "medium", "hard")
 TASK_SET_PREFIX = "practice-web"
 # Tasks carry the practice web's "today" as their timestamp: generation never reads the clock.
 TASK_TS = int(datetime.datetime(2026, 6, 1, tzinfo=datetime.UTC).timestamp() * 1000)

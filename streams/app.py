@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
 from typing import Any
 
 import faust
@@ -36,7 +37,8 @@ from aiokafka.partitioner import DefaultPartitioner
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
 from infra.dead_letters import OutOfOrderStep, dead_letter
-from infra.settings import Settings
+from infra.settings import Settings, load_settings
+from infra.topic_admin import PartitionMismatch, require_partition_counts
 from infra.topics import LARGE_MESSAGE_BYTES, MIB, TOPICS
 from schemas.serde import EventDecodeError, default_catalog
 from streams.judging import Judging
@@ -266,9 +268,24 @@ def wire(streams: Streams) -> None:
         on_curriculum.register(streams)
 
 
+def refuse_mismatched_partitions(streams: Streams) -> None:
+    """`faust worker` checks the topics' partition counts against the table before it joins the
+    group, and exits 1 with a one-line reason on a mismatch (its tables would pair an episode's
+    events on different partitions)."""
+
+    @streams.app.on_worker_init.connect
+    def check(app: faust.App, **kwargs: Any) -> None:
+        try:
+            require_partition_counts(streams.settings)
+        except PartitionMismatch as exc:
+            print(f"error: {exc}", file=sys.stderr, flush=True)
+            raise SystemExit(1) from None
+
+
 def create(settings: Settings | None = None, sets: tuple[str, ...] | None = None) -> Streams:
-    streams = Streams(settings or Settings(), sets or agent_sets())
+    streams = Streams(settings or load_settings(), sets or agent_sets())
     wire(streams)
+    refuse_mismatched_partitions(streams)
     return streams
 
 

@@ -119,6 +119,14 @@ class Judging:
         self._reader = reader
         self._settings = settings
 
+    def applies(self, task: dict[str, Any] | None) -> bool:
+        """Whether the chosen judge can score this task at all: the verifier needs a practice-web
+        task's ground truth and the page reward a MiniWoB++ page; the rubric judge reads any
+        task. Routing by source (``only`` None) always applies."""
+        if self.only is None or self.only == "llm" or task is None:
+            return True
+        return task_source(task) == {"verifier": "practice-web", "miniwob": "miniwob"}[self.only]
+
     def judge_for(self, task: dict[str, Any]) -> Judge | None:
         if self.only is not None:
             return {"verifier": self.verifier, "miniwob": self.miniwob, "llm": self.llm}[self.only]

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import (
@@ -27,7 +26,7 @@ from rich.progress import (
 from rich.table import Column, Table
 
 from infra.producer import DeliveryError
-from infra.settings import Settings, SettingsError
+from infra.settings import Settings, SettingsError, load_settings
 from infra.topic_admin import BrokerUnreachable, TopicMissing
 from tasks.miniwob import DEFAULT_SEEDS, HELDOUT_SEED_BASE, MARKS_SOLVABLE, instance_sets
 from tasks.sets import TaskSetError, check_name, name_for_file, set_sizes, task_sets_of
@@ -91,6 +90,13 @@ def load(
             show_default=False,
         ),
     ] = None,
+    max_bad: Annotated[
+        int,
+        typer.Option(
+            min=0, help="bad lines accepted before the command exits 1 (the good lines are "
+            "published either way)"
+        ),
+    ] = 0,
 ) -> None:
     """Validate a WebGym task file and publish its tasks to the compacted tasks topic.
 
@@ -99,9 +105,10 @@ def load(
     marker are also in NAME/train or NAME/test. Only tasks that are new, or differ from the
     version on the topic, are produced: loading the same file again changes nothing (loading it
     under another set name moves its tasks to that set). Tasks on the topic that the file lacks
-    stay. Bad lines are listed (file:line, field, message) and skipped; with --strict nothing is
-    published while any line is bad, and a file without one valid task is an error. Needs the
-    local stack and its topics: run `webgym up` first.
+    stay. Bad lines are listed (file:line, field, message) and skipped, and the command exits 1
+    when there are more than --max-bad of them (default 0), so a script can tell; with --strict
+    nothing is published while any line is bad, and a file without one valid task is an error.
+    Needs the local stack and its topics: run `webgym up` first.
     """
     from tasks.publish import publish_tasks  # Kafka clients: only for the commands that need them
 
@@ -155,6 +162,14 @@ def load(
             "--strict to refuse files with bad lines.",
             highlight=False,
         )
+    if result.skipped > max_bad:
+        errors.print(
+            f"[bold red]error:[/] {_lines(result.skipped)} bad, more than --max-bad {max_bad}; "
+            "the good tasks were published. Exit 1 so that scripts can tell: raise --max-bad to "
+            "accept that many.",
+            highlight=False,
+        )
+        raise typer.Exit(1)
 
 
 @tasks_app.command()
@@ -289,12 +304,23 @@ def split(
     ] = 0.2,
     seed: Annotated[int, typer.Option(help="which websites go to test: same seed, same split")] = 0,
     strict: Strict = False,
+    ignore_markers: Annotated[
+        bool,
+        typer.Option(
+            "--ignore-markers",
+            help="split every task by website, even those the file marks (split, distribution, "
+            "is_ood)",
+        ),
+    ] = False,
 ) -> None:
     """Split a task file by website for out-of-distribution evaluation, and check the split.
 
     Whole websites go to test (hosts compared without scheme, path or "www."), so no test website
-    is ever trained on. Both files are written as WebGym JSON Lines with the split field set, read
-    back and checked; the command fails naming any website found in both.
+    is ever trained on. The file's own split markers (split, distribution, is_ood: the WebGym
+    data's split) are kept: a marked task, and every task of its website, stays in its split, and
+    only unmarked websites are drawn (--test-fraction of them); --ignore-markers draws every
+    website. Both files are written as WebGym JSON Lines with the split field set, read back and
+    checked; the command fails naming any website found in both.
     """
     if len({file.resolve(), train.resolve(), test.resolve()}) < 3:
         raise SplitError("FILE, --train and --test must be three different files")
@@ -306,7 +332,18 @@ def split(
             "Fix them and split again, or drop --strict to split the good lines."
         )
         raise typer.Exit(1)
-    train_tasks, test_tasks = split_by_website(result.tasks, test_fraction, seed)
+    train_tasks, test_tasks = split_by_website(
+        result.tasks, test_fraction, seed, honour_markers=not ignore_markers
+    )
+    marked = sum(1 for task in result.tasks if task.get("split") in ("train", "test"))
+    if marked and not ignore_markers:
+        console.print(
+            f"{marked} tasks carry the file's own split marker: kept (with their websites); "
+            "--ignore-markers splits them by website instead",
+            highlight=False,
+        )
+    elif marked:
+        console.print(f"[yellow]{marked} split markers of the file ignored[/] (--ignore-markers)")
     write_webgym_jsonl(train, train_tasks)
     write_webgym_jsonl(test, test_tasks)
     for name, tasks, path in (("train", train_tasks, train), ("test", test_tasks, test)):
@@ -488,10 +525,7 @@ def rubrics(
 
 
 def _settings() -> Settings:
-    try:
-        return Settings()
-    except ValidationError as exc:
-        raise SettingsError(f"invalid WEBGYM_* setting:\n{exc}") from exc
+    return load_settings()
 
 
 def _bar(*columns: Any) -> Progress:

@@ -14,8 +14,8 @@ from typing import Any
 
 from rich.table import Table
 
+from schemas.difficulty import DIFFICULTIES
 from tasks.split import website_key
-from tasks.webgym_format import DIFFICULTIES
 
 NONE = "(none)"
 _SPLITS = ("train", "test", NONE)

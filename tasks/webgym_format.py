@@ -51,9 +51,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from schemas.difficulty import DIFFICULTIES
+
 TASK_TS = 0  # deterministic: a record's bytes depend on the task only
 SOURCE = "webgym"
-DIFFICULTIES = ("easy", "medium", "hard")
 
 _SCHEMA_FIELDS = (
     "task_id",

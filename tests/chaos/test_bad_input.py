@@ -136,11 +136,15 @@ TABLE: list[Bad] = [
     # The app itself.
     Bad(("launch",), ("No such command 'launch'",), exit_code=2),
     # Local stack: settings are read first, so a broken one stops everything before it starts.
-    Bad(("up",), ("default_partitions", "WEBGYM_"), env={"WEBGYM_DEFAULT_PARTITIONS": "0"}),
+    Bad(
+        ("up",),
+        ("WEBGYM_DEFAULT_PARTITIONS", "greater than or equal to 1"),
+        env={"WEBGYM_DEFAULT_PARTITIONS": "0"},
+    ),
     Bad(("up", "--topics", "maybe"), ("unexpected extra argument",), exit_code=2),
-    Bad(("down",), ("minio_secure", "WEBGYM_"), env={"WEBGYM_MINIO_SECURE": "perhaps"}),
+    Bad(("down",), ("WEBGYM_MINIO_SECURE", "perhaps"), env={"WEBGYM_MINIO_SECURE": "perhaps"}),
     Bad(("status",), ("topic prefix",), env={"WEBGYM_TOPIC_PREFIX": "my topics!"}),
-    Bad(("smoke",), ("browser_jpeg_quality",), env={"WEBGYM_BROWSER_JPEG_QUALITY": "0"}),
+    Bad(("smoke",), ("WEBGYM_BROWSER_JPEG_QUALITY",), env={"WEBGYM_BROWSER_JPEG_QUALITY": "0"}),
     # The main job.
     Bad(("run", "--tasks", "webarena"), ("--tasks", "practice-web or miniwob")),
     Bad(("run", "--episodes", "0"), ("--episodes", "greater than or equal to 1"), exit_code=2),

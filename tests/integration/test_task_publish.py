@@ -139,14 +139,15 @@ def test_cli_load_publishes_once_and_reports_the_bad_line(settings, tmp_path):
     assert _published(settings, tag) == {}
 
     first = _cli(settings, "load", str(path))
-    assert first.returncode == 0, first.stderr
+    assert first.returncode == 1, first.stderr  # a line was refused: scripts can tell
+    assert "1 line bad, more than --max-bad 0" in " ".join(first.stderr.split())
     assert f"{GOOD_LINES} new, 0 changed, 0 unchanged" in first.stdout
     assert "1 of 12 lines skipped" in first.stdout
     assert "'extreme' is not easy, medium, hard or 1-3" in first.stdout
     assert len(_published(settings, tag)) == GOOD_LINES
 
     before = _end_offset(settings)
-    again = _cli(settings, "load", str(path))
+    again = _cli(settings, "load", "--max-bad", "1", str(path))
     assert again.returncode == 0, again.stderr
     assert f"0 new, 0 changed, {GOOD_LINES} unchanged" in again.stdout
     assert _end_offset(settings) == before
@@ -160,12 +161,12 @@ def test_cli_load_puts_a_file_in_a_task_set_with_its_splits(settings, tmp_path):
     tag = _tag()
     path = _own_copy(tmp_path, tag)
 
-    default = _cli(settings, "load", str(path))
+    default = _cli(settings, "load", "--max-bad", "1", str(path))
     assert default.returncode == 0, default.stderr
     published = _published(settings, tag)
     assert {task["task_set"] for task in published.values()} == {path.name.removesuffix(".jsonl")}
 
-    named = _cli(settings, "load", str(path), "--task-set", f"set-{tag}")
+    named = _cli(settings, "load", str(path), "--task-set", f"set-{tag}", "--max-bad", "1")
     assert named.returncode == 0, named.stderr
     assert f"0 new, {GOOD_LINES} changed" in named.stdout  # the tasks moved to the named set
     published = _published(settings, tag)

@@ -116,7 +116,8 @@ def test_the_fold_follows_an_episode_through_its_states_once():
     for suffix, record in events:  # delivered again: nothing moves
         assert fold.apply(suffix, record) is None
     view = fold.episodes["run-000001"]
-    assert (view.state, view.steps, view.inferences, view.parse_errors) == ("judged", 2, 3, 1)
+    # a step is a reply
+    assert (view.state, view.steps, view.inferences, view.parse_errors) == ("judged", 3, 3, 1)
     assert (view.domain, view.success, view.reward, view.repeated_steps) == (
         "shopping",
         True,

@@ -8,6 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from infra.cli import app
+from infra.settings import load_settings
 
 runner = CliRunner()
 COMMANDS = [
@@ -67,7 +68,41 @@ def test_invalid_setting_is_named(monkeypatch):
     monkeypatch.setenv("WEBGYM_DEFAULT_PARTITIONS", "zero")
     result = runner.invoke(app, ["down"])
     assert result.exit_code == 1
-    assert "default_partitions" in result.output
+    assert "WEBGYM_DEFAULT_PARTITIONS" in result.output and "'zero'" in result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) <= 2
+
+
+@pytest.mark.parametrize(
+    ("horizons", "said"),
+    [
+        ('{"eazy": 5}', "unknown difficulty 'eazy'"),
+        ('{"easy": 0}', "at least 1 step"),
+        ('{"hard": -3}', "at least 1 step"),
+        ("{easy: 5", "give it as JSON"),
+    ],
+)
+def test_bad_horizons_are_refused_in_one_line(monkeypatch, horizons, said):
+    monkeypatch.setenv("WEBGYM_HORIZONS", horizons)
+    result = runner.invoke(app, ["down"])
+    assert result.exit_code == 1
+    assert said in " ".join(result.output.split()) and "WEBGYM_HORIZONS" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_partial_horizons_keep_the_other_defaults(monkeypatch):
+    from streams.orchestrator import Rules
+
+    monkeypatch.setenv("WEBGYM_HORIZONS", '{"easy": 2}')
+    rules = Rules.from_settings(load_settings())
+    assert (rules.horizon("easy"), rules.horizon("medium"), rules.horizon("hard")) == (2, 20, 30)
+
+
+def test_a_half_set_minio_key_pair_is_refused(monkeypatch):
+    monkeypatch.setenv("WEBGYM_MINIO_SECRET_KEY", "only-the-secret")
+    result = runner.invoke(app, ["down"])
+    assert result.exit_code == 1
+    assert "WEBGYM_MINIO_ACCESS_KEY is not" in " ".join(result.output.split())
+    assert "only-the-secret" not in result.output  # a secret is never echoed
 
 
 @pytest.mark.parametrize("ratios", ["easy=x", "easy", "easy=0,hard=0"])

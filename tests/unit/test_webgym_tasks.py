@@ -357,7 +357,7 @@ def test_website_keys():
 
 
 def test_split_keeps_every_website_on_one_side(loaded):
-    train, test = split_by_website(loaded.tasks, test_fraction=0.3, seed=0)
+    train, test = split_by_website(loaded.tasks, test_fraction=0.3, seed=0, honour_markers=False)
     assert check_split(train, test) == []
     train_sites = {website_key(task["website"]) for task in train}
     test_sites = {website_key(task["website"]) for task in test}
@@ -366,6 +366,28 @@ def test_split_keeps_every_website_on_one_side(loaded):
     assert sorted(t["task_id"] for t in train + test) == sorted(t["task_id"] for t in loaded.tasks)
     assert {task["split"] for task in train} == {"train"}
     assert {task["split"] for task in test} == {"test"}
+
+
+def test_split_honours_the_files_own_markers(loaded):
+    marked = {t["task_id"]: t["split"] for t in loaded.tasks if t.get("split")}
+    assert "test" in marked.values()  # the fixture file marks some tasks (is_ood, distribution)
+    for seed in range(5):
+        train, test = split_by_website(loaded.tasks, test_fraction=0.3, seed=seed)
+        assert check_split(train, test) == []
+        placed = {t["task_id"]: t["split"] for t in train + test}
+        assert all(placed[task_id] == split for task_id, split in marked.items())
+
+
+def test_split_refuses_markers_that_split_a_website():
+    tasks = [
+        {"task_id": "a", "website": "shop.example", "split": "train"},
+        {"task_id": "b", "website": "www.shop.example", "split": "test"},
+        {"task_id": "c", "website": "news.example", "split": None},
+    ]
+    with pytest.raises(SplitError, match="shop.example.*--ignore-markers"):
+        split_by_website(tasks, 0.5)
+    train, test = split_by_website(tasks, 0.5, honour_markers=False)
+    assert check_split(train, test) == []
 
 
 def test_split_depends_on_the_seed_only(loaded):
