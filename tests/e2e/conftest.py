@@ -8,13 +8,15 @@ of policy versions.
 from __future__ import annotations
 
 import contextlib
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
 
-from infra.local_run import RunOptions, RunSummary, run_local
+from infra.local_run import RunOptions, RunSummary, run_local, settings_env
 from infra.objects import build_minio, ensure_buckets
 from infra.settings import Settings
 from infra.topic_admin import build_admin, create_topics, delete_topics
@@ -24,6 +26,20 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if "tests/e2e" in str(item.fspath):
             item.add_marker(pytest.mark.e2e)
+
+
+def webgym_cli(
+    settings: Settings, *args: str, env: dict[str, str] | None = None, timeout: float = 180
+) -> subprocess.CompletedProcess:
+    """``webgym ARGS`` as a user runs it: a child process with these settings (and ``env`` on
+    top), 200 columns wide, its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "infra.cli", *args],
+        env=settings_env(settings) | {"COLUMNS": "200"} | (env or {}),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @contextlib.contextmanager

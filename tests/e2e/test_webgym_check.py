@@ -7,8 +7,6 @@ different scored trajectory for another; then the check fails, naming both episo
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import uuid
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
@@ -16,20 +14,13 @@ from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 from analytics.check import TOPICS
 from analytics.check_cli import check_run
 from infra.consumer import build_consumer, watermarks
-from infra.local_run import settings_env
 from infra.log_reader import read_topic
 from infra.producer import EventProducer, build_producer
+from tests.e2e.conftest import webgym_cli
 
 
 def webgym(settings, *args, timeout=180):
-    env = settings_env(settings) | {"COLUMNS": "200"}
-    return subprocess.run(
-        [sys.executable, "-m", "infra.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return webgym_cli(settings, *args, timeout=timeout)
 
 
 def test_a_finished_run_holds_every_invariant(finished_run, tmp_path):

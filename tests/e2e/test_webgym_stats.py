@@ -17,20 +17,14 @@ from analytics.episodes import TOPICS
 from infra.local_run import settings_env
 from infra.log_reader import read_topic
 from streams.filters import is_success
+from tests.e2e.conftest import webgym_cli
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 EPISODE_TOPICS = tuple(t for t in TOPICS if t != "tasks")
 
 
 def webgym(settings, *args, timeout=120):
-    env = settings_env(settings) | {"COLUMNS": "200"}
-    return subprocess.run(
-        [sys.executable, "-m", "infra.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return webgym_cli(settings, *args, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
