@@ -32,8 +32,12 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=$(cat pyproject.toml infra/constraints.txt | sha256sum | cut -d' ' -f1)
 if [ "$(cat .venv/.installed 2>/dev/null)" != "$stamp" ]; then
-  echo "bootstrap: installing Python packages into .venv (first time: a few minutes)"
-  .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -c infra/constraints.txt -e '.[test]'
+  echo "bootstrap: installing Python packages into .venv (first time: a minute or two)"
+  # uv installs the pinned set from its cache (~/.cache/uv): seconds once it holds the wheels,
+  # where pip unpacks gigabytes (torch and its CUDA libraries) every time. System certificates,
+  # as pip uses them here.
+  .venv/bin/python -m pip install -q -c infra/constraints.txt uv
+  UV_NATIVE_TLS=1 .venv/bin/uv pip install -q --python .venv/bin/python \
+    -c infra/constraints.txt -e '.[test]'
   echo "$stamp" > .venv/.installed
 fi
