@@ -228,5 +228,5 @@ def test_a_killed_learner_never_announces_partial_weights_nor_trains_a_sample_tw
     listing = webgym("policy", "versions")
     assert "rollback to v1" in listing.stdout and "(latest)" in listing.stdout
     bad = webgym("policy", "rollback", "99")
-    assert bad.returncode == 1 and "below the latest" in bad.stderr
+    assert bad.returncode == 1 and "v99 of default does not exist" in bad.stderr
     assert _versions(run_settings)[-1] == rolled  # nothing written

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from infra.local_run import RunOptions, run_local, start_sampling
+from infra.local_run import RunOptions, run_local, settings_env, start_sampling
 from infra.log_reader import read_topic
 from tasks.publish import read_published_tasks
 from tasks.sets import UnknownTaskSet, is_member
@@ -84,11 +84,11 @@ def test_runs_with_different_sets_never_cross(run_settings):
 
 
 def test_webgym_run_refuses_an_unknown_set_naming_those_that_exist(run_settings):
-    import os
     import subprocess
     import sys
 
-    env = {**os.environ, "WEBGYM_TOPIC_PREFIX": run_settings.topic_prefix, "COLUMNS": "200"}
+    # The test's settings whole: its topics have 4 partitions, which a process told 8 refuses.
+    env = {**settings_env(run_settings), "COLUMNS": "200"}
     argv = [sys.executable, "-m", "infra.cli", "run", "--task-set", "miniwob/heldout=1,nope/x=2"]
     completed = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
     assert completed.returncode == 1, completed.stdout + completed.stderr
