@@ -15,10 +15,10 @@ soak:  ## the full soak, a benchmark: 1,000 episodes on one browser worker (abou
 	.venv/bin/webgym up
 	WEBGYM_SOAK_RESULT=bench/results/soak.json .venv/bin/pytest -m soak
 
-soak-short:  ## CI's soak: the same test with 150 episodes, a fresh browser every 50 (about 4 minutes)
+soak-short:  ## CI's soak: the same test with 120 episodes, a fresh browser every 40 (about 3 minutes)
 	infra/bootstrap.sh
 	.venv/bin/webgym up
-	WEBGYM_CHAOS_SOAK_EPISODES=150 WEBGYM_BROWSER_RECYCLE_AFTER=50 .venv/bin/pytest -m soak
+	WEBGYM_CHAOS_SOAK_EPISODES=120 WEBGYM_BROWSER_RECYCLE_AFTER=40 .venv/bin/pytest -m soak
 
 bench:  ## benchmarks; results land in bench/results/*.json
 	infra/bootstrap.sh

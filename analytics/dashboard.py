@@ -3,7 +3,7 @@
 :class:`DashboardState` folds events (pure, idempotent through :class:`EpisodeFold`) into what the
 page shows: episodes in flight with their state (waiting, navigating, thinking, acting, judging),
 totals, success over time and by policy version, throughput, and the recent trajectories. A
-:class:`LogTail` thread feeds it from Kafka; :func:`build_app` serves the page, ``/api/state``
+:class:`TopicReader` thread feeds it from Kafka; :func:`build_app` serves the page, ``/api/state``
 (the snapshot as JSON) and ``/replay/<episode_id>`` (the replay viewer). It only reads from
 Kafka: a fresh reader that never commits, so attaching or closing it changes nothing.
 """
@@ -22,9 +22,10 @@ from aiohttp import web
 
 from analytics.episodes import STATES, TOPICS, EpisodeFold, EpisodeView
 from analytics.errors import AnalyticsError
-from analytics.log_tail import LogTail
 from analytics.rates import rates
+from analytics.replay import render_replay_html
 from analytics.stats import wilson_interval
+from infra.log_reader import TopicReader
 from infra.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -158,7 +159,7 @@ class LogFeeder:
     """Feeds a :class:`DashboardState` from Kafka on a daemon thread until stopped."""
 
     def __init__(self, settings: Settings, state: DashboardState, since_ms: int | None = None):
-        self._tail = LogTail(settings, [*TOPICS, "dlq"], since_ms=since_ms)
+        self._reader = TopicReader(settings, [*TOPICS, "dlq"], since_ms=since_ms)
         self._state = state
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="dashboard-feeder", daemon=True)
@@ -169,13 +170,13 @@ class LogFeeder:
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
-                for item in self._tail.poll(0.5):
+                for item in self._reader.poll(0.5):
                     if item.event.event_type is not None:
                         self._state.apply(item.suffix, item.event.record)
-                if not self._state.caught_up and self._tail.caught_up():
+                if not self._state.caught_up and self._reader.caught_up():
                     self._state.caught_up = True
         finally:
-            self._tail.close()
+            self._reader.close()
 
     def stop(self) -> None:
         self._stop.set()
@@ -194,8 +195,6 @@ def build_app(settings: Settings, state: DashboardState) -> web.Application:
         return web.json_response(state.snapshot())
 
     async def replay(request: web.Request) -> web.Response:
-        from analytics.replay import render_replay_html
-
         episode_id = request.match_info["episode_id"]
         try:
             html = await asyncio.to_thread(render_replay_html, settings, episode_id)

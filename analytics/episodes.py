@@ -15,7 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from streams.filters import is_eval, is_success
+from schemas.event_ids import run_id_of
+from schemas.inference import parse_error
+from schemas.purpose import is_eval
+from streams.filters import is_success
 
 STATES = ("waiting", "navigating", "thinking", "acting", "judging", "judged")
 TOPICS = (
@@ -67,7 +70,7 @@ class EpisodeView:
 
     @property
     def run_id(self) -> str:
-        return self.episode_id.rpartition("-")[0]
+        return run_id_of(self.episode_id)
 
     @property
     def ended(self) -> bool:
@@ -168,7 +171,7 @@ class EpisodeFold:
 
     def _inferences(self, view: EpisodeView, record: dict[str, Any]) -> None:
         view.inferences += 1
-        view.parse_errors += record.get("parse_error") is not None
+        view.parse_errors += parse_error(record) is not None  # a backend error is not one
         if record["policy_version"] is not None:  # None: a backend without weights acted
             view.policy_versions.add(record["policy_version"])
 

@@ -9,7 +9,7 @@ loader reads only that partition, from shortly before the start (a margin for pr
 - the ``episodes`` partition from offset 0 (two small events per episode) for the start and end;
 - ``ops.navigate``, ``ops.act`` and ``trajectories.scored`` from the start;
 - a judged episode's trajectory names the log position of each step's observation and inference:
-  those are fetched one by one (:class:`streams.observation_reader.EventReader`);
+  those are fetched one by one (:class:`infra.log_reader.OffsetFetcher`);
 - an episode not judged yet (running, or ended and waiting for its judge) has no trajectory: its
   ``observations`` and ``inferences`` are read from the start instead (``state`` says which).
 
@@ -26,8 +26,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from aiokafka.partitioner import DefaultPartitioner
+
 from analytics.errors import AnalyticsError
+from infra.consumer import build_consumer
+from infra.log_reader import EventUnavailable, OffsetFetcher, TopicReader
 from infra.settings import Settings
+from infra.topics import event_type
+from schemas.inference import backend_error, parse_error
 
 # Producers stamp events with their own clocks; a start read this much early misses nothing.
 CLOCK_MARGIN_MS = 60_000
@@ -88,6 +94,7 @@ class ReplayStep:
     memory: str | None = None
     raw_text: str | None = None
     parse_error: str | None = None
+    backend_error: str | None = None  # the backend gave no reply (failed, timed out)
     latency_ms: float | None = None
     policy_version: int | None = None
     backend: str | None = None
@@ -287,7 +294,8 @@ def _step(
         thought=reply.get("thought"),
         memory=reply.get("memory"),
         raw_text=reply.get("raw_text"),
-        parse_error=reply.get("parse_error"),
+        parse_error=parse_error(reply),
+        backend_error=backend_error(reply),
         latency_ms=reply.get("latency_ms"),
         policy_version=reply.get("policy_version", policy_version),
         backend=reply.get("backend"),
@@ -304,15 +312,11 @@ def _step(
 
 def episode_partition(episode_id: str, partitions: int) -> int:
     """The partition of every event keyed ``episode_id`` (murmur2, as every producer uses)."""
-    from aiokafka.partitioner import DefaultPartitioner
-
     numbers = list(range(partitions))
     return DefaultPartitioner()(episode_id.encode(), numbers, numbers)
 
 
 def _partition_count(settings: Settings, suffix: str, timeout_s: float = 30.0) -> int:
-    from infra.consumer import build_consumer
-
     topic = settings.topic(suffix)
     consumer = build_consumer(
         settings, group_id="webgym-replay-metadata", client_id="webgym-replay"
@@ -332,18 +336,13 @@ def _partition_count(settings: Settings, suffix: str, timeout_s: float = 30.0) -
 def _read(
     settings: Settings, suffixes: list[str], partition: int | None, since_ms: int | None
 ) -> dict[str, list[dict[str, Any]]]:
-    from analytics.log_tail import LogTail
-
-    tail = LogTail(
+    with TopicReader(
         settings,
         suffixes,
         since_ms=since_ms,
         partitions=None if partition is None else [partition],
-    )
-    try:
-        events = tail.read_to_end()
-    finally:
-        tail.close()
+    ) as reader:
+        events = reader.read_to_end()
     out: dict[str, list[dict[str, Any]]] = {s: [] for s in suffixes}
     for item in events:
         if item.event.event_type is not None:
@@ -356,8 +355,6 @@ def load_replay(settings: Settings, episode_id: str) -> Replay:
 
     Raises :class:`AnalyticsError` when the log holds no event of the episode.
     """
-    from streams.observation_reader import EventReader, EventUnavailable
-
     partition = episode_partition(episode_id, _partition_count(settings, "episodes"))
     episode_events = [
         r
@@ -382,16 +379,11 @@ def load_replay(settings: Settings, episode_id: str) -> Replay:
     task = None
     if scored is not None:
         observations, inferences = [], []
-        readers = {
-            "observations": EventReader(settings, "observations", "observation"),
-            "inferences": EventReader(settings, "inferences", "inference"),
-        }
+        readers = {s: OffsetFetcher(settings, s) for s in ("observations", "inferences")}
         try:
             for item in scored["steps"]:
-                for suffix, prefix, out in (
-                    ("observations", "observation", observations),
-                    ("inferences", "inference", inferences),
-                ):
+                for suffix, out in (("observations", observations), ("inferences", inferences)):
+                    prefix = event_type(suffix)  # a step names the event as <type>_event_id...
                     event_id = item[f"{prefix}_event_id"]
                     if any(r["event_id"] == event_id for r in out):
                         continue  # the same page again, after an unparseable reply
@@ -432,6 +424,6 @@ def render_replay_html(settings: Settings, episode_id: str) -> str:
 
     Raises :class:`AnalyticsError` for an episode the log does not hold.
     """
-    from analytics.replay_html import render_html
+    from analytics.replay_html import render_html  # a cycle: replay_html reads this module's Replay
 
     return render_html(load_replay(settings, episode_id))

@@ -199,6 +199,8 @@ def _step_section(step: ReplayStep) -> str:
         notes.append(("error", f"the previous action failed: {step.frame.action_error}"))
     if step.parse_error:
         notes.append(("error", f"the reply did not parse: {step.parse_error}"))
+    if step.backend_error:
+        notes.append(("error", f"the policy backend gave no reply: {step.backend_error}"))
     if problem:
         notes.append(("error", f"cannot draw the action: {problem}"))
     if step.action is not None and step.sent_action is None:

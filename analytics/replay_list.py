@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from analytics.episodes import EpisodeFold, EpisodeView
 from analytics.errors import AnalyticsError
+from infra.log_reader import TopicReader
 from infra.settings import Settings
 
 EPISODE_TOPICS = (
@@ -94,19 +95,15 @@ class EpisodeFilter:
 
 def list_episodes(settings: Settings, wanted: EpisodeFilter) -> list[EpisodeView]:
     """The episodes of the log (as it is now) that pass ``wanted``, oldest start first."""
-    from analytics.log_tail import LogTail
-
     passes = wanted.check()
     fold = EpisodeFold()
     since = None if wanted.since_ms is None else wanted.since_ms - CLOCK_MARGIN_MS
-    for suffixes, since_ms in ((["tasks"], None), (list(EPISODE_TOPICS), since)):
-        tail = LogTail(settings, suffixes, since_ms=since_ms)
-        try:
-            for item in tail.read_to_end():
+    suffixes = ["tasks", *EPISODE_TOPICS]
+    with TopicReader(settings, suffixes, since, from_start=["tasks"]) as reader:
+        for batch in reader.batches_to_end():
+            for item in batch:
                 if item.event.event_type is not None:
                     fold.apply(item.suffix, item.event.record)
-        finally:
-            tail.close()
     views = [v for v in fold.episodes.values() if passes(v)]
     return sorted(views, key=lambda v: (v.started_ts or 0, v.episode_id))
 

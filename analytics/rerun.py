@@ -33,9 +33,20 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from PIL import Image, ImageChops
+from playwright.async_api import async_playwright
+
+from agents.browser.session import EpisodeFailure, EpisodeSession
+from agents.browser.url_policy import UrlPolicy
+from agents.browser.worker import BrowserWorkerConfig
 from analytics.errors import AnalyticsError
 from analytics.replay import Frame, Replay
+from analytics.replay_draw import describe
+from infra.chromium import launch_options
 from infra.settings import Settings
+from sites import generate_sites
+from sites.server import PracticeWebServer
+from tasks import miniwob
 
 PIXEL_TOLERANCE = 48  # channel difference (0-255) below which a pixel counts as unchanged
 SCREENSHOT_SHARE = 0.001  # share of changed pixels up to which two screenshots still match
@@ -55,8 +66,6 @@ def compare_screenshots(recorded: bytes, rerun: bytes) -> ScreenshotDifference:
     """How far ``rerun`` is from ``recorded`` (both JPEG or PNG); see the module's rule."""
     if hashlib.sha256(recorded).digest() == hashlib.sha256(rerun).digest():
         return ScreenshotDifference(True, 0.0)
-    from PIL import Image, ImageChops
-
     first = Image.open(io.BytesIO(recorded)).convert("RGB")
     second = Image.open(io.BytesIO(rerun)).convert("RGB")
     if first.size != second.size:
@@ -145,10 +154,6 @@ def compare_page(
 
 
 def _sites_server(replay: Replay, sites_count: int, seed: int):
-    from sites import generate_sites
-    from sites.server import PracticeWebServer
-    from tasks import miniwob
-
     sites = generate_sites(seed=seed, count=sites_count)
     hosts = {site.hostname for site in sites} | {miniwob.HOST}
     host = (urlsplit(replay.navigate_op["url"]).hostname or "").lower()
@@ -171,13 +176,6 @@ async def rerun_episode(
     progress: Callable[[str], None] = lambda _: None,
 ) -> RerunReport:
     """Re-execute ``replay``'s first navigation and act ops and check each page; see above."""
-    from playwright.async_api import async_playwright
-
-    from agents.browser.session import EpisodeFailure, EpisodeSession
-    from agents.browser.url_policy import UrlPolicy
-    from agents.browser.worker import BrowserWorkerConfig
-    from infra.chromium import launch_options
-
     navigate = replay.navigate_op
     if navigate is None:
         raise AnalyticsError(
@@ -235,6 +233,4 @@ async def rerun_episode(
 
 
 def _what(action: dict[str, Any] | None, op: dict[str, Any]) -> str:
-    from analytics.replay_draw import describe
-
     return f"open {op['url']}" if action is None else describe(action)

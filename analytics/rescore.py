@@ -27,12 +27,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from analytics.errors import AnalyticsError
-from analytics.log_tail import LogTail
-from infra.log_reader import read_topic
+from infra.log_reader import TopicReader, read_topic
 from infra.producer import EventProducer, now_ms
 from infra.settings import Settings
 from infra.topic_admin import ensure_topic
-from infra.topics import topic_spec
+from infra.topics import event_type, topic_spec
+from schemas.event_ids import episode_event_id
 from streams.filters import SCORE_FIELDS, detect_block, is_success
 from streams.judging import Judging, scored_event
 
@@ -82,7 +82,7 @@ def compare(old: dict[str, Any], new: dict[str, Any]) -> tuple[bool, int]:
 def trajectory_of(scored: dict[str, Any]) -> dict[str, Any]:
     """The trajectory a scored event was made from (its score fields removed)."""
     trajectory = {k: v for k, v in scored.items() if k not in SCORE_FIELDS}
-    trajectory["event_id"] = f"{scored['episode_id']}:trajectory"
+    trajectory["event_id"] = episode_event_id(scored["episode_id"], "trajectory")
     return trajectory
 
 
@@ -97,20 +97,20 @@ def rescore(
 ) -> Comparison:
     """Score the stored trajectories again into ``trajectories.rescored.<into>``."""
     suffix = output_suffix(into)
-    tail = LogTail(settings, ["trajectories.scored"], since_ms=since_ms)
+    reader = TopicReader(settings, ["trajectories.scored"], since_ms=since_ms)
     try:
         originals: dict[str, dict[str, Any]] = {}
         runs_seen: set[str] = set()
-        for item in tail.read_to_end():
+        for item in reader.read_to_end():
             record = item.event.record
-            if item.event.event_type != "scored_trajectory":
+            if item.event.event_type != event_type("trajectories.scored"):
                 continue
             runs_seen.add(record["episode_id"].rsplit("-", 1)[0])
             if run_id and not record["episode_id"].startswith(f"{run_id}-"):
                 continue
             originals.setdefault(record["episode_id"], record)  # the first score is the one
     finally:
-        tail.close()
+        reader.close()
     if run_id and not originals:
         # Refused before the new topic is created: a mistyped run id writes nothing.
         listed = ", ".join(sorted(runs_seen)[-10:]) or "none"
@@ -161,7 +161,8 @@ async def _rescore_all(
             score = await judging.score(tasks.get(trajectory["task_id"]), trajectory)
         new = scored_event(trajectory, score, detect_block(trajectory))
         new["ts"] = now_ms()
-        producer.produce(topic, new["episode_id"], "scored_trajectory", new)
+        # A re-scored topic is a copy of trajectories.scored's row: the same event type.
+        producer.produce(topic, new["episode_id"], event_type("trajectories.scored"), new)
         producer.poll(0)
         reward_changed, verdicts_changed = compare(old, new)
         comparison.rescored += 1

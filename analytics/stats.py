@@ -59,7 +59,10 @@ from typing import Any
 from analytics.episodes import TOPICS as EPISODE_TOPICS
 from analytics.episodes import EpisodeFold, EpisodeView
 from analytics.rates import rates
+from infra.topics import TOPICS as TOPIC_TABLE
 from schemas.difficulty import DIFFICULTIES
+from schemas.event_ids import run_id_of
+from schemas.inference import backend_error, parse_error
 
 TOPICS = (*EPISODE_TOPICS, "policy.versions", "dlq")
 # Compacted topics that describe rather than happen: read whole even with a start time.
@@ -94,6 +97,12 @@ HOPS: tuple[Hop, ...] = (
     Hop("episode end->scored", "ended", "scored", 0, "assembler + judge", "judge"),
 )
 HOP_WHO = {hop.name: hop.who for hop in HOPS}
+# A step event is the stage named by its event type (the topic table's), on whichever topic.
+_STAGE_OF_TOPIC = {
+    spec.suffix: spec.event_type
+    for spec in TOPIC_TABLE
+    if spec.event_type in {hop.source for hop in HOPS} | {hop.target for hop in HOPS}
+}
 _EPISODE_LEVEL = ("ended", "scored")  # keyed by episode only (their step is not needed)
 
 
@@ -153,6 +162,7 @@ class RunStats:
         self.inferences: list[tuple[int, int]] = []  # (ts, policy_version) of versioned ones
         self.inferences_without_version = 0  # from backends without weights
         self.parse_errors = 0
+        self.backend_errors = 0  # steps the backend gave no reply to (failed, timed out)
         self.trajectory_steps: dict[str, tuple[int, int]] = {}  # episode -> (steps, repeated)
         self.announcements: list[tuple[int, int]] = []  # (ts, policy_version)
         self.dead_letters: Counter[tuple[str, str]] = Counter()  # (source topic, error class)
@@ -174,7 +184,7 @@ class RunStats:
         episode_id = record.get("episode_id")
         if not episode_id:
             return False
-        self.runs_seen.add(episode_id.rpartition("-")[0])
+        self.runs_seen.add(run_id_of(episode_id))
         if not self._wanted(episode_id):
             return False
         event_id = f"{suffix}/{record.get('event_id')}"
@@ -182,13 +192,16 @@ class RunStats:
             return False
         self._seen.add(event_id)
         self.episodes.apply(suffix, record)
-        self.run_ids.add(episode_id.rpartition("-")[0])
+        self.run_ids.add(run_id_of(episode_id))
         ts = record["ts"]
         self.first_ts = ts if self.first_ts is None else min(self.first_ts, ts)
         self.last_ts = ts if self.last_ts is None else max(self.last_ts, ts)
         handler = getattr(self, "_" + suffix.replace(".", "_"), None)
         if handler is not None:
             handler(episode_id, record, log_ts)
+        stage = _STAGE_OF_TOPIC.get(suffix)
+        if stage is not None:  # after the handler: a hop's sample reads what the handler noted
+            self._stage(episode_id, stage, record["step"], ts)
         return True
 
     def apply_undecodable(self, suffix: str) -> None:
@@ -196,7 +209,7 @@ class RunStats:
         self.undecodable[suffix] += 1
 
     def apply_all(self, events: Iterable[Any]) -> int:
-        """Fold :class:`analytics.log_tail.TailEvent` s; returns how many were counted."""
+        """Fold :class:`infra.log_reader.TopicEvent` s; returns how many were counted."""
         counted = 0
         for tail_event in events:
             event = tail_event.event
@@ -207,7 +220,7 @@ class RunStats:
         return counted
 
     def _wanted(self, episode_id: str) -> bool:
-        return self.run_id is None or episode_id.rpartition("-")[0] == self.run_id
+        return self.run_id is None or run_id_of(episode_id) == self.run_id
 
     def _apply_reference(self, suffix: str, record: dict[str, Any]) -> bool:
         event_id = f"{suffix}/{record.get('event_id')}"
@@ -264,20 +277,12 @@ class RunStats:
             self._stage(episode_id, "end", record["step"], record["ts"])
             self._stage(episode_id, "ended", 0, record["ts"])
 
-    def _ops_navigate(self, episode_id: str, record: dict[str, Any], log_ts: int | None) -> None:
-        self._stage(episode_id, "navigate_op", record["step"], record["ts"])
-
-    def _ops_infer(self, episode_id: str, record: dict[str, Any], log_ts: int | None) -> None:
-        self._stage(episode_id, "infer_request", record["step"], record["ts"])
-
     def _ops_act(self, episode_id: str, record: dict[str, Any], log_ts: int | None) -> None:
         self._act_kind[(episode_id, record["step"])] = record["action"]["kind"]
-        self._stage(episode_id, "act_op", record["step"], record["ts"])
 
     def _observations(self, episode_id: str, record: dict[str, Any], log_ts: int | None) -> None:
         for phase, ms in record.get("timings_ms", {}).items():
             self.service[f"browser.{phase}"].append(ms)
-        self._stage(episode_id, "observation", record["step"], record["ts"])
 
     def _inferences(self, episode_id: str, record: dict[str, Any], log_ts: int | None) -> None:
         step, ts = record["step"], record["ts"]
@@ -289,13 +294,14 @@ class RunStats:
         self.service["model"].append(record["latency_ms"])
         self._model_ms[(episode_id, step)] = record["latency_ms"]
         action = record.get("action")
-        if record.get("parse_error") is not None:
+        if parse_error(record) is not None:
             self.parse_errors += 1
+        if backend_error(record) is not None:
+            self.backend_errors += 1
         if action is None:
             self._stage(episode_id, "unparsed", step, ts)
         elif action["kind"] == "answer":
             self._stage(episode_id, "answer", step, ts)
-        self._stage(episode_id, "inference", step, ts)
 
     def _trajectories_scored(
         self, episode_id: str, record: dict[str, Any], log_ts: int | None
@@ -331,6 +337,7 @@ class RunStats:
                 "steps": steps,
                 "parse_errors": self.parse_errors,
                 "parse_error_rate": rate(self.parse_errors, steps),
+                "backend_errors": self.backend_errors,
                 "trajectory_steps": trajectory_steps,
                 "repeated_steps": repeated,
                 "repetition_rate": rate(repeated, trajectory_steps),

@@ -125,13 +125,18 @@ def overview_table(figures: dict[str, Any], caught_up: bool = True) -> Table:
     return table
 
 
+def _table(title: str, left: tuple[str, ...], right: tuple[str, ...]) -> Table:
+    """A table titled ``title``: the ``left`` columns, then the right-aligned ``right`` ones."""
+    table = Table(title=title, title_justify="left")
+    for name in left:
+        table.add_column(name)
+    for name in right:
+        table.add_column(name, justify="right")
+    return table
+
+
 def success_table(figures: dict[str, Any]) -> Table:
-    table = Table(title="success by", title_justify="left")
-    table.add_column("by")
-    table.add_column("group")
-    table.add_column("judged", justify="right")
-    table.add_column("successes", justify="right")
-    table.add_column("rate", justify="right")
+    table = _table("success by", ("by", "group"), ("judged", "successes", "rate"))
     for group, rows in figures["success_by"].items():
         for index, (value, row) in enumerate(rows.items()):
             table.add_row(
@@ -148,12 +153,11 @@ def success_table(figures: dict[str, Any]) -> Table:
 def heldout_table(figures: dict[str, Any]) -> Table:
     """Evaluation episodes only (never trained on): the learning curve, one row per version."""
     heldout = figures["heldout"]
-    table = Table(title="held-out (eval) success by policy version", title_justify="left")
-    table.add_column("policy version")
-    table.add_column("judged", justify="right")
-    table.add_column("successes", justify="right")
-    table.add_column("rate", justify="right")
-    table.add_column("95% interval (Wilson)", justify="right")
+    table = _table(
+        "held-out (eval) success by policy version",
+        ("policy version",),
+        ("judged", "successes", "rate", "95% interval (Wilson)"),
+    )
     rows = [*heldout["by_policy_version"].items(), ("all", heldout)]
     for index, (version, row) in enumerate(rows):
         if index == len(rows) - 1:
@@ -166,12 +170,11 @@ def heldout_table(figures: dict[str, Any]) -> Table:
 
 
 def latency_table(figures: dict[str, Any]) -> Table:
-    table = Table(title="latency (ms; nearest-rank percentiles)", title_justify="left")
-    table.add_column("measured")
-    table.add_column("name")
-    table.add_column("n", justify="right")
-    for column in ("p50", "p95", "p99", "max"):
-        table.add_column(column, justify="right")
+    table = _table(
+        "latency (ms; nearest-rank percentiles)",
+        ("measured", "name"),
+        ("n", "p50", "p95", "p99", "max"),
+    )
     for kind, rows in figures["latency_ms"].items():
         for index, (name, row) in enumerate(rows.items()):
             label = f"{name} ({row['who']})" if "who" in row else name
@@ -187,10 +190,7 @@ def latency_table(figures: dict[str, Any]) -> Table:
 
 
 def dead_letter_table(figures: dict[str, Any]) -> Table:
-    table = Table(title="dead letters", title_justify="left")
-    table.add_column("by")
-    table.add_column("value")
-    table.add_column("records", justify="right")
+    table = _table("dead letters", ("by", "value"), ("records",))
     for by, key in (("source topic", "by_source_topic"), ("error class", "by_error_class")):
         for index, (value, count) in enumerate(figures["dead_letters"][key].items()):
             table.add_row(by if index == 0 else "", value, str(count))

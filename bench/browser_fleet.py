@@ -25,15 +25,16 @@ from typing import Any
 from playwright.async_api import async_playwright
 from rich.console import Console
 
+from bench.fleet import WorkerProcess, worker_env
 from infra.chromium import launch_options
 from infra.consumer import EventConsumer, build_consumer
 from infra.dead_letters import DeadLetterRouter
 from infra.producer import EventProducer, now_ms
+from infra.provenance import write_result
 from infra.settings import Settings
 from infra.topic_admin import create_topics, delete_topics
 from sites import generate_sites
 from sites.server import PracticeWebServer
-from tests.integration.browser_fleet import WorkerProcess, worker_env
 
 RESULTS = Path(__file__).parent / "results" / "browser_fleet.json"
 VIEWPORT = {"width": 1280, "height": 768}
@@ -277,8 +278,7 @@ def main() -> None:
             )
         ],
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    write_result(RESULTS, result)
     console.print_json(json.dumps(result))
 
 

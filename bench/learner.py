@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import tempfile
 import threading
@@ -29,9 +28,10 @@ from pathlib import Path
 import torch
 
 from agents.policy.tiny_model import build_tiny_vl_model
-from infra.local_run import RunOptions, run_local
+from commands.local_run import RunOptions, run_local
 from infra.log_reader import read_topic
-from infra.objects import build_minio, ensure_buckets
+from infra.minio_store import build_minio, ensure_buckets
+from infra.provenance import write_result
 from infra.settings import Settings
 from infra.topic_admin import create_topics, delete_topics
 from infra.weights import fetch_weights, latest_announced
@@ -126,7 +126,7 @@ def main() -> None:
             modes = [_mode(settings, model, rank, args.device, samples) for rank in (16, 0)]
         result = {
             "benchmark": "learner",
-            "machine": f"{platform.machine()}, {torch.get_num_threads()} torch threads",
+            "torch_threads": torch.get_num_threads(),  # the machine is in the provenance
             "device": args.device,
             "model": args.model or "tiny random Qwen3-VL (build_tiny_vl_model)",
             "episodes": args.episodes,
@@ -134,7 +134,7 @@ def main() -> None:
             "schedule": "8 new + 8 replayed samples per optimiser step, publish every 2 steps",
             "modes": modes,
         }
-        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+        write_result(RESULTS, result)
         print(json.dumps(result, indent=2))
     finally:
         delete_topics(settings)

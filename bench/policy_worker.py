@@ -22,12 +22,13 @@ from agents.policy.backends.local import LocalBackend
 from agents.policy.tiny_model import build_tiny_vl_model
 from agents.policy.worker import PolicyWorker, PolicyWorkerConfig
 from bench.browser_fleet import percentiles
+from bench.fleet import ask, jpeg
 from infra.consumer import EventConsumer, build_consumer
 from infra.dead_letters import DeadLetterRouter
 from infra.producer import EventProducer
+from infra.provenance import write_result
 from infra.settings import Settings
 from infra.topic_admin import create_topics, delete_topics
-from tests.integration.policy_requests import ask, jpeg
 
 RESULTS = Path(__file__).parent / "results" / "policy_worker.json"
 
@@ -97,8 +98,7 @@ def main() -> None:
         "latency_ms": percentiles(latencies),
         "backend_batch_ms": percentiles(model_latencies),
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    write_result(RESULTS, result)
     Console().print_json(json.dumps(result))
 
 

@@ -38,12 +38,13 @@ from typing import Any
 from confluent_kafka import KafkaException
 
 from agents.policy.workload import WorkloadSpec, episode_length
-from analytics.log_tail import LogTail
 from analytics.stats import TOPICS, RunStats
 from bench.rollout_sim import SimEpisode, simulate
-from infra.local_run import RunOptions, run_local
-from infra.log_reader import read_topic
+from commands.local_run import RunOptions, run_local
+from infra.kafka_config import client_config
+from infra.log_reader import TopicReader, read_topic
 from infra.producer import build_producer
+from infra.provenance import write_result
 from infra.settings import Settings
 from infra.topic_admin import create_topics, delete_topics
 
@@ -94,13 +95,15 @@ def _probe(bootstrap: str, topics: list[str], stop: Any, ready: Any, results: An
     from infra.consumer import drain
 
     consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"webgym-probe-{uuid.uuid4().hex[:8]}",  # never commits
-            "enable.auto.commit": False,
-            "socket.nagle.disable": True,
-            "max.partition.fetch.bytes": 16 * 1024 * 1024,
-        }
+        client_config(
+            bootstrap,
+            {
+                "group.id": f"webgym-probe-{uuid.uuid4().hex[:8]}",  # never commits
+                "enable.auto.commit": False,
+                "socket.nagle.disable": True,
+                "max.partition.fetch.bytes": 16 * 1024 * 1024,
+            },
+        )
     )
     for attempt in range(40):  # new topics: their leaders take a moment to be elected
         try:
@@ -252,10 +255,10 @@ def run_phase(
         run_local(settings, options, start_stack=False)
         elapsed = time.monotonic() - started
         kafka = probe.close()
-        tail = LogTail(settings, TOPICS)
         stats = RunStats()
-        stats.apply_all(tail.read_to_end())
-        tail.close()
+        with TopicReader(settings, TOPICS) as reader:
+            for batch in reader.batches_to_end():
+                stats.apply_all(batch)
         figures = stats.figures()
         wall = figures["window"]["seconds"]
         ran = [
@@ -306,8 +309,8 @@ async def bare_loop(
     from agents.browser.url_policy import UrlPolicy
     from agents.policy.backends import ChatRequest
     from agents.policy.backends.latency_model import LatencyModelBackend
-    from agents.policy.parser import parse_reply
     from infra.chromium import launch_options
+    from schemas.prompt.reply import parse_reply
     from sites import generate_sites
     from sites.server import PracticeWebServer
     from sites.tasks import generate_tasks
@@ -429,7 +432,8 @@ def plot(result: dict[str, Any]) -> None:
     for y, value in enumerate(values):
         axes.text(value, y, f" {value:.2f}", va="center")
     axes.set_xlabel("steps per second")
-    axes.set_title(f"rollouts, {result['in_flight']} episodes in flight ({result['machine']})")
+    cores = result["provenance"]["machine"]["cores"]
+    axes.set_title(f"rollouts, {result['in_flight']} episodes in flight ({cores} cores)")
     figure.tight_layout()
     figure.savefig(PLOT, dpi=110)
 
@@ -454,7 +458,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     result: dict[str, Any] = {
         "benchmark": "rollout",
-        "machine": f"{os.cpu_count()} cores",
         "in_flight": args.in_flight,
         "workload": {
             "median_s": args.median,
@@ -507,8 +510,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     }
     if args.scaling:
         result["scaling"] = scaling(base, args)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    result = write_result(RESULTS, result)
     plot(result)
     print(json.dumps({k: result[k] for k in ("ratios",)}, indent=2))
     return result

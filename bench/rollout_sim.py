@@ -155,15 +155,22 @@ class _Policy:
         self._clock.after(latency_s, then)
 
 
-def _run_async(
-    episodes: Sequence[SimEpisode],
-    lengths: Sequence[int],
-    in_flight: int,
-    env: _Environment,
-    policy: _Policy,
-    clock: _Clock,
-) -> None:
-    queue = deque(zip(episodes, lengths, strict=True))
+@dataclass(frozen=True)
+class _World:
+    """What a rollout mode drives: the virtual clock, the environment and the policy."""
+
+    clock: _Clock
+    env: _Environment
+    policy: _Policy
+
+
+# The episodes with their lengths, in start order.
+_Runs = Sequence[tuple[SimEpisode, int]]
+
+
+def _run_async(runs: _Runs, in_flight: int, world: _World) -> None:
+    env, policy = world.env, world.policy
+    queue = deque(runs)
 
     def start_next() -> None:
         if queue:
@@ -183,19 +190,12 @@ def _run_async(
 
     for _ in range(min(in_flight, len(queue))):
         start_next()
-    clock.run()
+    world.clock.run()
 
 
-def _run_sync(
-    episodes: Sequence[SimEpisode],
-    lengths: Sequence[int],
-    in_flight: int,
-    env: _Environment,
-    policy: _Policy,
-    clock: _Clock,
-) -> None:
-    pairs = list(zip(episodes, lengths, strict=True))
-    batches = [pairs[i : i + in_flight] for i in range(0, len(pairs), in_flight)]
+def _run_sync(runs: _Runs, in_flight: int, world: _World) -> None:
+    env, policy = world.env, world.policy
+    batches = [runs[i : i + in_flight] for i in range(0, len(runs), in_flight)]
 
     def barrier(count: int, then: Callable[[], None]) -> Callable[[], None]:
         left = [count]
@@ -229,7 +229,7 @@ def _run_sync(
             env.operate(arrive_navigated)
 
     run_batch(0)
-    clock.run()
+    world.clock.run()
 
 
 def simulate(
@@ -256,7 +256,7 @@ def simulate(
     env = _Environment(clock, env_step_s, env_slots)
     policy = _Policy(clock, spec)
     run = _run_async if mode == "async" else _run_sync
-    run(episodes, lengths, in_flight, env, policy, clock)
+    run(list(zip(episodes, lengths, strict=True)), in_flight, _World(clock, env, policy))
 
     wall_s = clock.now
     steps = sum(lengths)

@@ -8,14 +8,14 @@ Run: `make bench` or `.venv/bin/python -m bench.serde_observation`.
 from __future__ import annotations
 
 import json
-import platform
 import statistics
 import time
 from pathlib import Path
 from urllib.parse import quote
 
+from commands.smoke import screenshot
+from infra.provenance import write_result
 from infra.settings import Settings
-from infra.smoke import screenshot
 from schemas.serde import default_catalog
 
 RESULTS = Path(__file__).parent / "results" / "serde_observation.json"
@@ -108,13 +108,8 @@ def main() -> None:
         "screenshot": {"format": "jpeg", "quality": 80, "width": 1280, "height": 768},
         "rounds": ROUNDS,
         "cases": cases,
-        "machine": {
-            "python": platform.python_version(),
-            "cpu": platform.processor() or platform.machine(),
-        },
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    write_result(RESULTS, result)
     print(json.dumps(result, indent=2))
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import platform
 import random
 import tempfile
 import time
@@ -30,6 +29,7 @@ from pathlib import Path
 from confluent_kafka import TopicPartition
 
 from infra.consumer import build_consumer, watermarks
+from infra.provenance import write_result
 from infra.settings import Settings
 from infra.topic_admin import create_topics, delete_topics
 from tasks.publish import PublishCounts, publish_tasks
@@ -157,13 +157,8 @@ def main() -> None:
             "counts": {"new": again.new, "changed": again.changed, "unchanged": again.unchanged},
             "end_offset_moved": False,
         },
-        "machine": {
-            "python": platform.python_version(),
-            "cpu": platform.processor() or platform.machine(),
-        },
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    write_result(RESULTS, result)
     print(json.dumps(result, indent=2))
 
 

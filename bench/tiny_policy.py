@@ -3,7 +3,7 @@
 The question behind `agents.policy.tiny_model`'s design, answered without Kafka so that only the
 model is measured: a teacher (the heuristic set-of-marks policy) plays seeded MiniWoB++ instances
 in real headless Chromium; every step of its successful episodes becomes one sample (the context
-`agents.policy.context` builds, screenshot included, and the teacher's reply), exactly what the
+`schemas.prompt.context` builds, screenshot included, and the teacher's reply), exactly what the
 learner would read from `webgym.trajectories.success`. The learner's own `Trainer` (full
 fine-tuning) trains the tiny model on them; at fixed sample counts the model itself plays
 held-out instances (other seeds) in Chromium, greedy, and its success rate is recorded per task.
@@ -42,15 +42,15 @@ from agents.browser.page_script import MARKS, PAGE_SIGNALS, REMOVE_OVERLAY, SETU
 from agents.policy.backends import ChatRequest
 from agents.policy.backends.heuristic import HeuristicBackend
 from agents.policy.backends.local import LocalBackend
-from agents.policy.context import Current, Step, build_context
-from agents.policy.parser import parse_reply
 from agents.policy.tiny_model import build_tiny_vl_model
-from bench.provenance import provenance
 from infra.chromium import launch_options
+from infra.provenance import provenance, write_result
 from infra.settings import Settings
 from learner.objective import encode
 from learner.samples import Sample
 from learner.trainer import Trainer, TrainerConfig
+from schemas.prompt.context import Current, Step, build_context
+from schemas.prompt.reply import parse_reply
 from tasks import miniwob
 
 RESULTS = Path(__file__).parent / "results" / "tiny_policy.json"
@@ -270,10 +270,8 @@ def main(argv: list[str] | None = None) -> None:
         "batch": args.batch,
         "curve": curve,
         "wall_clock_s": round(time.perf_counter() - started, 1),
-        "provenance": produced_by,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    write_result(args.out, result, produced_by=produced_by)
     print(f"wrote {args.out}")
 
 

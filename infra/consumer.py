@@ -26,6 +26,7 @@ from confluent_kafka import (
 )
 
 from infra.dead_letters import DeadLetterRouter
+from infra.kafka_config import client_config
 from infra.settings import Settings
 from schemas.serde import EventDecodeError, SchemaCatalog, default_catalog
 
@@ -35,7 +36,6 @@ log = logging.getLogger(__name__)
 def build_consumer(settings: Settings, group_id: str, client_id: str, **overrides: Any) -> Consumer:
     """A confluent-kafka consumer with the project's reliability defaults."""
     config: dict[str, Any] = {
-        "bootstrap.servers": settings.bootstrap_servers,
         "group.id": group_id,
         "client.id": client_id,
         # Commit explicitly after processing: at least once, never at most once.
@@ -48,7 +48,7 @@ def build_consumer(settings: Settings, group_id: str, client_id: str, **override
         "socket.nagle.disable": True,
     }
     config.update(overrides)
-    return Consumer(config)
+    return Consumer(client_config(settings.bootstrap_servers, config))
 
 
 # Answers a broker gives while a partition's leadership is still settling (a topic created a

@@ -16,6 +16,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
 
+from infra.kafka_config import client_config
 from infra.settings import Settings
 from infra.topics import LARGE_MESSAGE_BYTES
 from schemas.serde import SchemaCatalog, default_catalog
@@ -31,7 +32,6 @@ class DeliveryError(RuntimeError):
 def build_producer(settings: Settings, client_id: str, **overrides: Any) -> Producer:
     """A confluent-kafka producer with the project's reliability defaults."""
     config: dict[str, Any] = {
-        "bootstrap.servers": settings.bootstrap_servers,
         "client.id": client_id,
         # Retries cannot duplicate or reorder records within a partition.
         "enable.idempotence": True,
@@ -49,7 +49,7 @@ def build_producer(settings: Settings, client_id: str, **overrides: Any) -> Prod
         "partitioner": "murmur2_random",
     }
     config.update(overrides)
-    return Producer(config)
+    return Producer(client_config(settings.bootstrap_servers, config))
 
 
 def now_ms() -> int:

@@ -15,7 +15,7 @@ class ScalarLog:
     def __init__(self, directory: Path | str | None):
         self._writer = None
         if directory:
-            from torch.utils.tensorboard import SummaryWriter
+            from torch.utils.tensorboard import SummaryWriter  # torch: only when logging is asked
 
             Path(directory).mkdir(parents=True, exist_ok=True)
             self._writer = SummaryWriter(log_dir=str(directory))

@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
 # Runs the test tiers one after another (unit, integration, e2e, chaos), printing each tier's
 # wall time, then a summary; exits non-zero if any tier failed. Extra arguments go to pytest.
+# The unit tier starts with `lint-imports` (the layer contracts in pyproject.toml): a broken
+# contract fails the tier.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 status=0
 summary=()
 for tier in unit integration e2e chaos; do
   started=$(date +%s)
+  lint_rc=0
+  if [ "$tier" = unit ]; then
+    .venv/bin/lint-imports
+    lint_rc=$?
+  fi
   .venv/bin/pytest "tests/$tier" --durations=15 "$@"
   rc=$?
   [ $rc -eq 5 ] && rc=0  # a tier with no test selected is not a failure
+  [ $rc -eq 0 ] && [ $lint_rc -ne 0 ] && rc=$lint_rc
   elapsed=$(( $(date +%s) - started ))
   line=$(printf 'tier %-12s %5d s  %s' "$tier" "$elapsed" "$([ $rc -eq 0 ] && echo passed || echo "FAILED (exit $rc)")")
   echo "$line"

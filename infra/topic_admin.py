@@ -13,6 +13,7 @@ from typing import Literal
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
+from infra.kafka_config import client_config
 from infra.settings import Settings, SettingsError
 from infra.topics import TOPICS, TopicSpec
 
@@ -41,7 +42,7 @@ class TopicState:
 
 
 def build_admin(settings: Settings) -> AdminClient:
-    return AdminClient({"bootstrap.servers": settings.bootstrap_servers})
+    return AdminClient(client_config(settings.bootstrap_servers))
 
 
 def existing_partitions(admin: AdminClient, settings: Settings) -> dict[str, int]:

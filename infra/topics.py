@@ -7,7 +7,7 @@ holding that episode's browser context are assigned the same partition numbers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from infra.settings import Settings
@@ -22,7 +22,9 @@ DEFAULT_MESSAGE_BYTES = 1 * MIB
 
 @dataclass(frozen=True)
 class TopicSpec:
-    """One row of the table. ``partitions=None`` means the shared episode partition count."""
+    """One row of the table. ``partitions=None`` means the shared episode partition count;
+    ``event_type`` is the one Avro record type the topic carries (``schemas/avro/<event_type>/``).
+    """
 
     suffix: str
     key: str
@@ -31,6 +33,7 @@ class TopicSpec:
     cleanup_policy: Literal["delete", "compact"] = "delete"
     max_message_bytes: int = DEFAULT_MESSAGE_BYTES
     partitions: int | None = None
+    event_type: str = field(kw_only=True)
 
     def name(self, settings: Settings) -> str:
         return settings.topic(self.suffix)
@@ -52,16 +55,43 @@ class TopicSpec:
 
 
 TOPICS: tuple[TopicSpec, ...] = (
-    TopicSpec("tasks", "task_id", "the task set, with rubrics", -1, "compact", partitions=1),
-    TopicSpec("episodes", "episode_id", "episode started / finished / aborted", 30 * DAY_MS),
-    TopicSpec("ops.navigate", "episode_id", "navigate requests for browser workers", 7 * DAY_MS),
-    TopicSpec("ops.act", "episode_id", "act requests (click, type, scroll...)", 7 * DAY_MS),
+    TopicSpec(
+        "tasks",
+        "task_id",
+        "the task set, with rubrics",
+        -1,
+        "compact",
+        partitions=1,
+        event_type="task",
+    ),
+    TopicSpec(
+        "episodes",
+        "episode_id",
+        "episode started / finished / aborted",
+        30 * DAY_MS,
+        event_type="episode",
+    ),
+    TopicSpec(
+        "ops.navigate",
+        "episode_id",
+        "navigate requests for browser workers",
+        7 * DAY_MS,
+        event_type="navigate_op",
+    ),
+    TopicSpec(
+        "ops.act",
+        "episode_id",
+        "act requests (click, type, scroll...)",
+        7 * DAY_MS,
+        event_type="act_op",
+    ),
     TopicSpec(
         "observations",
         "episode_id",
         "screenshot, url, title, set-of-marks, timings",
         30 * DAY_MS,
         max_message_bytes=LARGE_MESSAGE_BYTES,
+        event_type="observation",
     ),
     TopicSpec(
         "ops.infer",
@@ -69,6 +99,7 @@ TOPICS: tuple[TopicSpec, ...] = (
         "inference requests: the built context of one step",
         7 * DAY_MS,
         max_message_bytes=LARGE_MESSAGE_BYTES,
+        event_type="infer_request",
     ),
     TopicSpec(
         "inferences",
@@ -76,6 +107,7 @@ TOPICS: tuple[TopicSpec, ...] = (
         "model output, parsed action, memory, tokens, policy version",
         30 * DAY_MS,
         max_message_bytes=4 * MIB,
+        event_type="inference",
     ),
     TopicSpec(
         "trajectories",
@@ -83,6 +115,7 @@ TOPICS: tuple[TopicSpec, ...] = (
         "assembled trajectories",
         90 * DAY_MS,
         max_message_bytes=4 * MIB,
+        event_type="trajectory",
     ),
     TopicSpec(
         "trajectories.scored",
@@ -90,6 +123,7 @@ TOPICS: tuple[TopicSpec, ...] = (
         "reward, per-fact verdicts, judge version",
         90 * DAY_MS,
         max_message_bytes=4 * MIB,
+        event_type="scored_trajectory",
     ),
     TopicSpec(
         "trajectories.success",
@@ -97,6 +131,7 @@ TOPICS: tuple[TopicSpec, ...] = (
         "what the learner trains on (its retention is the replay buffer)",
         90 * DAY_MS,
         max_message_bytes=4 * MIB,
+        event_type="scored_trajectory",
     ),
     TopicSpec(
         "curriculum",
@@ -104,14 +139,24 @@ TOPICS: tuple[TopicSpec, ...] = (
         "task sampler input: in-flight target, ended episodes, blocked sites",
         7 * DAY_MS,
         partitions=1,
+        event_type="curriculum",
     ),
-    TopicSpec("policy.versions", "policy_name", "published weights", -1, "compact", partitions=1),
+    TopicSpec(
+        "policy.versions",
+        "policy_name",
+        "published weights",
+        -1,
+        "compact",
+        partitions=1,
+        event_type="policy_version",
+    ),
     TopicSpec(
         "eval.results",
         "policy_name",
         "held-out evaluation: a result per episode and per policy version (the learning curve)",
         365 * DAY_MS,
         partitions=1,
+        event_type="eval_result",
     ),
     TopicSpec(
         "dlq",
@@ -119,8 +164,19 @@ TOPICS: tuple[TopicSpec, ...] = (
         "poison records with their source coordinates",
         30 * DAY_MS,
         max_message_bytes=LARGE_MESSAGE_BYTES + MIB,
+        event_type="dead_letter",
     ),
 )
+
+
+def event_type(suffix: str) -> str:
+    """The Avro event type the topic ``suffix`` carries (what a reader expects to decode)."""
+    return topic_spec(suffix).event_type
+
+
+def episode_topics() -> tuple[str, ...]:
+    """The suffixes of the episode-keyed topics, in table order."""
+    return tuple(spec.suffix for spec in TOPICS if spec.key == "episode_id")
 
 
 def topic_spec(suffix: str) -> TopicSpec:

@@ -34,9 +34,10 @@ from minio import Minio
 from minio.error import S3Error
 
 from infra.log_reader import read_topic
-from infra.objects import put_bytes, read_bytes
+from infra.minio_store import put_bytes, read_bytes
 from infra.producer import EventProducer, now_ms
 from infra.settings import Settings
+from schemas.event_ids import policy_version_event_id
 
 MANIFEST = "manifest.json"
 STATE_ROOT = "learner-state"
@@ -149,7 +150,7 @@ def publish_weights(
     ).to_bytes()
     put_bytes(client, bucket, prefix + MANIFEST, manifest, "application/json")
     event = {
-        "event_id": f"policy:{policy_name}:v{version}",
+        "event_id": policy_version_event_id(policy_name, version),
         "ts": now_ms(),
         "policy_version": version,
         "policy_name": policy_name,

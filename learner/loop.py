@@ -38,7 +38,8 @@ from minio.error import S3Error
 
 from infra.consumer import ConsumedEvent, EventConsumer, build_consumer
 from infra.dead_letters import DeadLetterRouter
-from infra.objects import build_minio, ensure_buckets, put_bytes, read_bytes
+from infra.log_reader import EventUnavailable, OffsetFetcher
+from infra.minio_store import build_minio, ensure_buckets, put_bytes, read_bytes
 from infra.producer import EventProducer
 from infra.settings import Settings
 from infra.tensorboard import ScalarLog
@@ -54,8 +55,7 @@ from infra.weights import (
 from learner.samples import Sample, SampleBuilder
 from learner.trainer import Trainer, TrainerConfig
 from learner.window import SampleWindow, is_stale, sample_key
-from streams.filters import is_eval
-from streams.observation_reader import EventReader, EventUnavailable
+from schemas.purpose import is_eval
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +154,7 @@ class Learner:
             DeadLetterRouter(settings, self.producer),
         )
         self.builder = SampleBuilder(settings)
-        self.records = EventReader(settings, "trajectories.success", "scored_trajectory")
+        self.records = OffsetFetcher(settings, "trajectories.success")
         self.minio = build_minio(settings)
         ensure_buckets(self.minio, settings)
         self.stats: dict[str, Any] = {

@@ -15,8 +15,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from infra.log_reader import EventUnavailable, OffsetFetcher
 from infra.settings import Settings
-from streams.observation_reader import EventReader, EventUnavailable, ObservationReader
+from schemas.event_ids import step_event_id
 
 
 @dataclass(frozen=True)
@@ -37,9 +38,9 @@ class Samples:
 
 class SampleBuilder:
     def __init__(self, settings: Settings):
-        self.requests = EventReader(settings, "ops.infer", "infer_request")
-        self.inferences = EventReader(settings, "inferences", "inference")
-        self.observations = ObservationReader(settings)
+        self.requests = OffsetFetcher(settings, "ops.infer")
+        self.inferences = OffsetFetcher(settings, "inferences")
+        self.observations = OffsetFetcher(settings, "observations")
 
     def build(self, success: dict[str, Any]) -> Samples:
         episode_id = success["episode_id"]
@@ -65,7 +66,9 @@ class SampleBuilder:
         phase: str | None,
     ) -> Sample:
         request = self.requests.fetch(
-            step["request_partition"], step["request_offset"], f"{episode_id}:{step['step']}:infer"
+            step["request_partition"],
+            step["request_offset"],
+            step_event_id(episode_id, step["step"], "infer"),
         )
         inference = self.inferences.fetch(
             step["inference_partition"], step["inference_offset"], step["inference_event_id"]

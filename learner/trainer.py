@@ -71,6 +71,7 @@ class Trainer:
         start = config.model if config.lora or weights is None else str(weights)
         model = AutoModelForImageTextToText.from_pretrained(start, dtype=self.dtype)
         if config.lora:
+            # peft: seconds more to import, for LoRA training only
             from peft import LoraConfig, PeftModel, get_peft_model
 
             if weights is not None:

@@ -28,6 +28,7 @@ from random import Random
 from typing import Any
 
 from schemas.difficulty import DIFFICULTIES
+from schemas.event_ids import task_event_id
 from sites import vocab as v
 from sites.cart import CHECKOUT_FIELDS, encode_cart, order_reference, order_total
 from sites.catalogues import BOOKABLE_FROM, Item
@@ -392,7 +393,7 @@ def _record(site: Site, task_id: str, difficulty: str, draft: Draft, seed: int) 
         **draft.extra,
     }
     return {
-        "event_id": f"task:{task_id}",
+        "event_id": task_event_id(task_id),
         "ts": TASK_TS,
         "task_id": task_id,
         "task_name": draft.instruction,

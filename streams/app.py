@@ -43,7 +43,13 @@ from infra.topics import LARGE_MESSAGE_BYTES, MIB, TOPICS
 from schemas.serde import EventDecodeError, default_catalog
 from streams.judging import Judging
 from streams.orchestrator import Output, Rules, Transition
-from streams.task_catalog import TaskCatalog
+from streams.processors import curriculum as on_curriculum
+from streams.processors import episodes as on_episodes
+from streams.processors import inferences as on_inferences
+from streams.processors import judge, leases
+from streams.processors import observations as on_observations
+from streams.processors import scored as on_scored
+from tasks.catalog import TaskCatalog
 
 log = logging.getLogger("streams")
 
@@ -247,21 +253,13 @@ class Streams:
 
 def wire(streams: Streams) -> None:
     """Register the agents of the chosen sets on the app."""
-    from streams.agents import curriculum as on_curriculum
-    from streams.agents import episodes as on_episodes
-    from streams.agents import inferences as on_inferences
-    from streams.agents import leases
-    from streams.agents import observations as on_observations
-    from streams.agents import scored as on_scored
-    from streams.agents import trajectories as on_trajectories
-
     if "orchestrator" in streams.sets:
         on_episodes.register(streams)
         on_observations.register(streams)
         on_inferences.register(streams)
         leases.register(streams, ENDED_KEPT_MS)
     if "judge" in streams.sets:
-        on_trajectories.register(streams, Judging(streams.settings))
+        judge.register(streams, Judging(streams.settings))
     if "filter" in streams.sets:
         on_scored.register(streams)
     if "sampler" in streams.sets:

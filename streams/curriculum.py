@@ -20,9 +20,9 @@ and ``phase`` (a label such as "warm_start"); every ``started`` event of the run
 An evaluation run (``purpose`` "eval") does not draw at random: it enumerates its sets' tasks
 in order, every task once before any task twice (:func:`next_to_evaluate`).
 
-Drawing, per episode of any other run: a set by its weight among the run's sets that have a task to give, then a
-difficulty uniformly over that set's difficulties (or by the run's ratios), then, among the tasks
-of that difficulty the run tried least often, one at random (so attempts spread evenly). Only
+Drawing, per episode of any other run: a set by its weight among the run's sets that have a task
+to give, then a difficulty uniformly over that set's difficulties (or by the run's ratios), then,
+among the tasks of that difficulty the run tried least often, one at random (so attempts spread evenly). Only
 members of the run's sets are drawn, whatever else the tasks topic holds; a run that names no
 set draws nothing. Sites blocked until a later time (``site_blocked``) are skipped by every run.
 
@@ -44,6 +44,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from schemas.event_ids import episode_event_id, new_episode_id, run_id_of
 from streams.orchestrator import Output, Rules
 from tasks.sets import is_member
 
@@ -193,7 +194,7 @@ def upgraded(state: dict[str, Any]) -> dict[str, Any]:
 
 def run_holding(state: dict[str, Any], episode_id: str) -> str | None:
     """The run with ``episode_id`` in flight (its id is ``<run_id>-<n:06d>``), or None."""
-    guess = episode_id.rpartition("-")[0]
+    guess = run_id_of(episode_id)
     run = state["runs"].get(guess)
     if run is not None and episode_id in run["in_flight"]:
         return guess
@@ -349,7 +350,7 @@ def _top_up_run(state: dict[str, Any], run_id: str, sets: _SetIndex, rules: Rule
             )
         if task is None:
             break  # nothing to sample (no tasks yet, or every site blocked): retried later
-        episode_id = f"{run_id}-{n:06d}"
+        episode_id = new_episode_id(run_id, n)
         run["started_total"] = n + 1
         run["in_flight"][episode_id] = task["task_id"]
         run["attempts"][task["task_id"]] = run["attempts"].get(task["task_id"], 0) + 1
@@ -402,7 +403,7 @@ def _started(
         "episode",
         episode_id,
         {
-            "event_id": f"{episode_id}:started",
+            "event_id": episode_event_id(episode_id, "started"),
             "episode_id": episode_id,
             "step": 0,
             "ts": now_ms,

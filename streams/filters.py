@@ -8,13 +8,15 @@ judge error (a verifier gives 1 only to a right answer, a page only to the task 
 it is not blocked, and it is a training trajectory: an evaluation (``purpose`` "eval") trajectory
 never goes there, whatever its reward, so held-out tasks stay held out (the learner refuses one
 too, as a second line of defence). Repetition marks are set by the assembler
-(``streams.trajectories``); the learner trains on the steps marked ``trainable``.
+(``streams.assembler``); the learner trains on the steps marked ``trainable``.
 """
 
 from __future__ import annotations
 
 import re
 from typing import Any
+
+from schemas.purpose import is_eval
 
 # The fields a judge adds to a trajectory (a scored trajectory is its trajectory plus these).
 SCORE_FIELDS = (
@@ -60,13 +62,6 @@ def is_success(scored: dict[str, Any]) -> bool:
         and scored.get("judge_error") is None
         and not scored.get("blocked", False)
     )
-
-
-def is_eval(record: dict[str, Any]) -> bool:
-    """Whether a trajectory (or success) is marked held out; anything not marked "train" counts
-    as held out, so an unknown purpose can never leak into training. Events written before
-    purposes existed decode as "train"."""
-    return (record.get("purpose") or "train") != "train"
 
 
 def reaches_learner(scored: dict[str, Any]) -> bool:

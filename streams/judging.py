@@ -16,24 +16,19 @@ import json
 import logging
 from typing import Any
 
-import openai
-
+from infra.log_reader import EventUnavailable, OffsetFetcher
+from infra.openai_client import CONFIGURATION_ERRORS  # the endpoint refuses us, not the trajectory
 from infra.settings import Settings
+from schemas.event_ids import episode_event_id
 from sites.verifier import JUDGE_NAME, JUDGE_VERSION, SiteCatalogues, verify
 from streams.judges import Judge, Score
-from streams.observation_reader import ObservationReader, ObservationUnavailable
+from streams.judges.llm import LLMRubricJudge
 from tasks.miniwob import JUDGE_NAME as MINIWOB_JUDGE_NAME
 from tasks.miniwob import JUDGE_VERSION as MINIWOB_JUDGE_VERSION
 from tasks.miniwob import page_reward
 
 log = logging.getLogger(__name__)
 
-# Raised by the LLM judge when the endpoint refuses us as a client, not this trajectory.
-CONFIGURATION_ERRORS = (
-    openai.AuthenticationError,
-    openai.PermissionDeniedError,
-    openai.NotFoundError,
-)
 
 
 class PracticeWebJudge:
@@ -97,7 +92,7 @@ class Judging:
     def __init__(
         self,
         settings: Settings,
-        reader: ObservationReader | None = None,
+        reader: OffsetFetcher | None = None,  # of observations
         only: str | None = None,
     ):
         if only not in (None, "verifier", "miniwob", "llm"):
@@ -107,13 +102,11 @@ class Judging:
         self.miniwob = MiniWoBJudge()
         self.llm: Judge | None = None
         if settings.judge_base_url and settings.judge_model:
-            from streams.judges.llm import LLMRubricJudge
-
             key = settings.judge_api_key.get_secret_value() if settings.judge_api_key else None
             self.llm = LLMRubricJudge(
                 settings.judge_base_url,
                 settings.judge_model,
-                api_key=key or "not-needed",
+                api_key=key,
                 max_tokens=settings.judge_max_tokens,
             )
         self._reader = reader
@@ -152,7 +145,7 @@ class Judging:
         if judge is self.llm and trajectory.get("final_answer") is not None:
             try:
                 screenshots = await asyncio.to_thread(self._screenshots, trajectory)
-            except ObservationUnavailable as error:
+            except EventUnavailable as error:
                 return Score.error(judge.name, judge.version, f"screenshots unavailable: {error}")
         try:
             return await judge.score(task, trajectory, screenshots)
@@ -166,7 +159,7 @@ class Judging:
 
     def _screenshots(self, trajectory: dict[str, Any], k: int = 3) -> list[bytes]:
         if self._reader is None:
-            self._reader = ObservationReader(self._settings)
+            self._reader = OffsetFetcher(self._settings, "observations")
         seen, shots = set(), []
         for step in trajectory["steps"][::-1]:
             if step["observation_event_id"] in seen:
@@ -186,7 +179,7 @@ class Judging:
 def scored_event(trajectory: dict[str, Any], score: Score, block_reason: str | None) -> dict:
     return {
         **trajectory,
-        "event_id": f"{trajectory['episode_id']}:scored",
+        "event_id": episode_event_id(trajectory["episode_id"], "scored"),
         "reward": score.reward,
         "verdicts": score.verdicts,
         "judge_name": score.judge_name,

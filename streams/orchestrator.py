@@ -32,13 +32,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from agents.policy.context import Current, Step, build_context
-from agents.policy.parser import BACKEND_ERROR
-from streams.trajectories import assemble, next_observation
+from schemas.event_ids import StepKind, episode_event_id, step_event_id
+from schemas.inference import backend_error, no_action_reason, parse_error
+from schemas.prompt.context import Current, Step, build_context
+from streams.assembler import assemble, next_observation
 from tasks.page_setup import task_setup
 
 APPLIED_MEMORY = 200  # input event ids remembered per episode (an episode has ~3 per step)
@@ -127,10 +129,7 @@ def on_started(
         )
     state = _new_state(started, task, rules, now_ms)
     navigate = {
-        "event_id": f"{episode_id}:0:navigate",
-        "episode_id": episode_id,
-        "step": 0,
-        "ts": now_ms,
+        **_operation_header(episode_id, 0, "navigate", now_ms),
         "url": state["start_url"],
         "timeout_ms": rules.navigate_timeout_ms,
         "allowed_hosts": [state["website"]] if state["website"] else [],
@@ -150,16 +149,10 @@ def on_observation(
     now_ms: int,
 ) -> Transition:
     """The browser's answer to the pending operation: build the next inference request."""
-    if state is None:
-        return Transition.unchanged(None)  # not ours (yet): an episode this table never opened
+    refused = _refuse(state, observation, _observation_out_of_order)
+    if refused is not None:
+        return refused
     event_id = observation["event_id"]
-    if event_id in state["applied"]:
-        return _duplicate(state, event_id)
-    wrong = _observation_out_of_order(state, observation)
-    if wrong is not None:
-        return Transition.reject(state, wrong)
-    if state["end"] is not None:
-        return _duplicate(state, event_id)
     if observation.get("failure"):
         # Whatever we wait for, the browser holding this episode is gone (a revoked partition
         # reports while the policy thinks): the episode cannot go on.
@@ -196,16 +189,10 @@ def on_inference(
     offset: int = -1,
 ) -> Transition:
     """The policy's reply: act on it, or end the episode."""
-    if state is None:
-        return Transition.unchanged(None)
+    refused = _refuse(state, inference, _inference_out_of_order)
+    if refused is not None:
+        return refused
     event_id = inference["event_id"]
-    if event_id in state["applied"]:
-        return _duplicate(state, event_id)
-    wrong = _inference_out_of_order(state, inference)
-    if wrong is not None:
-        return Transition.reject(state, wrong)
-    if state["end"] is not None:
-        return _duplicate(state, event_id)
     step = len(state["history"]) + 1
     if state["status"] != "thinking" or inference["step"] != step:
         return Transition.unchanged(state)
@@ -219,7 +206,8 @@ def on_inference(
             "inference_event_id": event_id,
             "reply": inference["raw_text"],
             "action": action,
-            "parse_error": inference.get("parse_error"),
+            "parse_error": parse_error(inference),
+            "backend_error": backend_error(inference),
             "policy_version": inference["policy_version"],
             "inference_at": [partition, offset],
             "request_at": [
@@ -236,11 +224,11 @@ def on_inference(
     if action is None:
         state["parse_errors"] += 1
         if state["parse_errors"] > state["parse_error_budget"]:
-            last = (inference.get("parse_error") or "no action")[:200]
+            last = (no_action_reason(inference) or "no action")[:200]
             reason = f"parse errors: {state['parse_errors']} unparseable replies (last: {last})"
             # The model's own bad replies finish the episode (a failure to learn from); a backend
             # that kept failing or timing out gave no reply at all: aborted.
-            kind = "aborted" if last.startswith(BACKEND_ERROR) else "finished"
+            kind = "aborted" if backend_error(inference) is not None else "finished"
             return _end(state, event_id, kind, reason, None, now_ms)
         if step >= state["horizon"]:
             return _end(state, event_id, "finished", "horizon", None, now_ms)
@@ -251,10 +239,7 @@ def on_inference(
         return _end(state, event_id, "finished", "horizon", None, now_ms)
     episode_id = state["episode_id"]
     act = {
-        "event_id": f"{episode_id}:{step}:act",
-        "episode_id": episode_id,
-        "step": step,
-        "ts": now_ms,
+        **_operation_header(episode_id, step, "act", now_ms),
         "policy_version": inference["policy_version"],
         "action": action,
         "inference_event_id": event_id,
@@ -295,12 +280,18 @@ def on_timer(state: dict[str, Any], now_ms: int) -> Transition:
         return Transition.unchanged(state)
     if now_ms >= state["deadline_ts"]:
         return _end(
-            _copy(state), f"{state['episode_id']}:deadline", "finished", "deadline", None, now_ms
+            _copy(state),
+            episode_event_id(state["episode_id"], "deadline"),
+            "finished",
+            "deadline",
+            None,
+            now_ms,
         )
     if now_ms - state["lease_ts"] >= state["lease_ms"]:
         side = {"thinking": "policy"}.get(state["status"], "browser")
         reason = f"lease expired: no answer from the {side} side in {state['lease_ms'] // 1000} s"
-        return _end(_copy(state), f"{state['episode_id']}:lease", "aborted", reason, None, now_ms)
+        lease = episode_event_id(state["episode_id"], "lease")
+        return _end(_copy(state), lease, "aborted", reason, None, now_ms)
     return Transition.unchanged(state)
 
 
@@ -376,6 +367,39 @@ def _duplicate(state: dict[str, Any], event_id: str) -> Transition:
     if state["applied"] and state["applied"][-1] == event_id:
         return Transition(state, resend(state), changed=False)
     return Transition.unchanged(state)
+
+
+def _operation_header(
+    episode_id: str, step: int, kind: StepKind, now_ms: int
+) -> dict[str, Any]:
+    """The fields every operation the orchestrator sends starts with."""
+    return {
+        "event_id": step_event_id(episode_id, step, kind),
+        "episode_id": episode_id,
+        "step": step,
+        "ts": now_ms,
+    }
+
+
+def _refuse(
+    state: dict[str, Any] | None,
+    answer: dict[str, Any],
+    out_of_order: Callable[[dict[str, Any], dict[str, Any]], str | None],
+) -> Transition | None:
+    """What to do with an observation or inference the episode cannot apply, or None to apply
+    it: not ours (yet: an episode this table never opened), a duplicate, out of order
+    (poison), or after the end."""
+    if state is None:
+        return Transition.unchanged(None)
+    event_id = answer["event_id"]
+    if event_id in state["applied"]:
+        return _duplicate(state, event_id)
+    wrong = out_of_order(state, answer)
+    if wrong is not None:
+        return Transition.reject(state, wrong)
+    if state["end"] is not None:
+        return _duplicate(state, event_id)
+    return None
 
 
 def _observation_out_of_order(state: dict[str, Any], observation: dict[str, Any]) -> str | None:
@@ -454,7 +478,9 @@ def _ask_policy(state: dict[str, Any], event_id: str, now_ms: int) -> Transition
             url=h["observation"]["url"],
             reply=h["reply"],
             action=h["action"],
-            parse_error=h["parse_error"],
+            # Rows written before inference v5 carry a backend error in parse_error.
+            parse_error=parse_error(h),
+            backend_error=backend_error(h),
             page_changed=_page_changed(state, index),
             marks=h["observation"].get("marks"),
         )
@@ -481,10 +507,7 @@ def _ask_policy(state: dict[str, Any], event_id: str, now_ms: int) -> Transition
     )
     episode_id = state["episode_id"]
     request = {
-        "event_id": f"{episode_id}:{step}:infer",
-        "episode_id": episode_id,
-        "step": step,
-        "ts": now_ms,
+        **_operation_header(episode_id, step, "infer", now_ms),
         "policy_version": state["policy_version"],
         "task_id": state["task_id"],
         "mode": context.mode,
@@ -517,7 +540,7 @@ def _end(
     state["status"] = "ended"
     state["end"] = {"kind": kind, "reason": reason, "final_answer": final_answer, "ts": now_ms}
     terminal = {
-        "event_id": f"{episode_id}:end",
+        "event_id": episode_event_id(episode_id, "end"),
         "episode_id": episode_id,
         "step": len(state["history"]),
         "ts": now_ms,
@@ -530,7 +553,7 @@ def _end(
         "final_answer": final_answer,
     }
     ended = {
-        "event_id": f"{episode_id}:ended",
+        "event_id": episode_event_id(episode_id, "ended"),
         "ts": now_ms,
         "kind": "episode_ended",
         "episode_id": episode_id,

@@ -76,17 +76,11 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 from urllib.parse import unquote, urlsplit
 
+from infra.openai_client import json_reply
+from schemas.event_ids import task_event_id
 from sites.catalogues import slugify
 from sites.verifier import contains_fact
-from tasks.llm_client import (
-    LLMClient,
-    LLMConfig,
-    LLMRejected,
-    LLMReplyError,
-    as_client,
-    mentions,
-    parse_json_object,
-)
+from tasks.llm_client import LLMClient, LLMConfig, LLMRejected, LLMReplyError, as_client, mentions
 
 log = logging.getLogger(__name__)
 
@@ -244,7 +238,7 @@ def parse_instruction(
     max_length_ratio: float = MAX_LENGTH_RATIO,
 ) -> str:
     """The validated instruction of a rewrite reply; else :class:`LLMReplyError`."""
-    instruction = parse_json_object(text, {"instruction"})["instruction"]
+    instruction = json_reply(text, {"instruction"})["instruction"]
     if not isinstance(instruction, str):
         raise LLMReplyError(f"instruction must be a JSON string, got {type(instruction).__name__}")
     return check_instruction(instruction, parent, kept, left_out, max_length_ratio)
@@ -460,7 +454,7 @@ def _subtasks_of(
         made.append(
             {
                 **parent,
-                "event_id": f"task:{new_id}",
+                "event_id": task_event_id(new_id),
                 "task_id": new_id,
                 "task_name": instruction,
                 "difficulty": EASIER[parent["difficulty"]],

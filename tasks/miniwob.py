@@ -28,6 +28,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from schemas.event_ids import task_event_id
+
 HOST = "miniwob.webgym.test"
 JUDGE_NAME = "miniwob-page-reward"
 JUDGE_VERSION = "1"
@@ -68,7 +70,7 @@ MARKS_SOLVABLE = (
 
 def html_root() -> Path:
     """The directory of the installed ``miniwob`` package's pages."""
-    import miniwob
+    import miniwob  # about a second to import; the judge imports this module without it
 
     return Path(miniwob.__file__).parent / "html"
 
@@ -126,7 +128,7 @@ def task_record(name: str, seed: int, task_set: str = TRAIN_SET) -> dict[str, An
     }
     identifier = task_id(name, seed, task_set)
     return {
-        "event_id": f"task:{identifier}",
+        "event_id": task_event_id(identifier),
         "ts": 0,
         "task_id": identifier,
         "task_name": f"MiniWoB++ {name}: do what the instruction at the top of the page says.",

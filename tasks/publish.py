@@ -1,6 +1,6 @@
 """Publishing a task set to the compacted ``webgym.tasks`` topic, keyed by ``task_id``.
 
-Idempotent: the topic's current state is read first (:class:`streams.task_catalog.TaskCatalog`)
+Idempotent: the topic's current state is read first (:class:`tasks.catalog.TaskCatalog`)
 and only tasks that are new, or whose encoded record differs from the one on the topic, are
 produced; loading the same file twice appends nothing. Tasks on the topic that the input lacks
 are left alone (loading never deletes). Within one call, a later task with the same id wins, as
@@ -25,7 +25,7 @@ from infra.producer import EventProducer
 from infra.settings import Settings
 from infra.topic_admin import TopicMissing, build_admin, existing_partitions
 from schemas.serde import SchemaCatalog, default_catalog
-from streams.task_catalog import TaskCatalog
+from tasks.catalog import TaskCatalog
 from tasks.webgym_format import gc_paused
 
 PublishProgress = Callable[[int, int], None]  # records acknowledged, records to produce

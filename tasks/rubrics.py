@@ -37,8 +37,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from infra.openai_client import json_fields, json_reply
 from tasks.llm_client import LLMClient, LLMConfig, LLMRejected, LLMReplyError, as_client
-from tasks.llm_client import parse_json_object as _parse_json_object
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ def _text(value: Any, where: str) -> str:
 
 def parse_rubric(text: str) -> list[dict[str, Any]]:
     """The fact groups of a reply, validated (module docstring); else :class:`LLMReplyError`."""
-    groups = _parse_json_object(text, {"fact_groups"})["fact_groups"]
+    groups = json_reply(text, {"fact_groups"})["fact_groups"]
     if not isinstance(groups, list):
         raise LLMReplyError(f"fact_groups must be a JSON list, got {type(groups).__name__}")
     if not groups:
@@ -116,14 +116,7 @@ def parse_rubric(text: str) -> list[dict[str, Any]]:
     seen_facts: dict[str, str] = {}  # normalised fact -> id of its group
     for index, group in enumerate(groups):
         where = f"fact_groups[{index}]"
-        if not isinstance(group, dict):
-            raise LLMReplyError(f"{where} must be a JSON object, got {type(group).__name__}")
-        unknown = sorted(set(group) - _GROUP_KEYS)
-        if unknown:
-            raise LLMReplyError(f"{where} has unknown keys {unknown}")
-        missing = sorted(_GROUP_KEYS - set(group))
-        if missing:
-            raise LLMReplyError(f"{where} has no {', '.join(missing)}")
+        group = json_fields(group, where, _GROUP_KEYS, _GROUP_KEYS)
         group_id = group["id"]
         if not isinstance(group_id, str) or not _GROUP_ID.fullmatch(group_id):
             raise LLMReplyError(f"{where}.id {group_id!r} is not of the form g<number>")

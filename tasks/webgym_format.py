@@ -52,6 +52,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from schemas.difficulty import DIFFICULTIES
+from schemas.event_ids import task_event_id
 
 TASK_TS = 0  # deterministic: a record's bytes depend on the task only
 SOURCE = "webgym"
@@ -219,7 +220,7 @@ def task_from_webgym(raw: Mapping[str, Any], rubric_optional: bool = False) -> d
     if task_set is not None and not isinstance(task_set, str):
         raise TaskFieldError("task_set", f"is {_kind(task_set)}; expected a set name")
     return {
-        "event_id": f"task:{task_id}",
+        "event_id": task_event_id(task_id),
         "ts": TASK_TS,
         "task_id": task_id,
         "task_name": task_name,
@@ -417,16 +418,15 @@ def _jsonl_rows(path: Path, progress: Progress | None) -> Iterator[tuple[int, An
 
 
 def _parquet_rows(path: Path, progress: Progress | None) -> Iterator[tuple[int, Any]]:
-    import pyarrow as pa  # only for Parquet files: a heavy import
-    import pyarrow.parquet as pq
+    from pyarrow import ArrowException, parquet  # only for Parquet files: a heavy import
 
     try:
-        parquet = pq.ParquetFile(path)
-    except (pa.ArrowException, OSError) as exc:
+        table = parquet.ParquetFile(path)
+    except (ArrowException, OSError) as exc:
         raise TaskFileError(f"{path}: not a readable Parquet file ({exc})") from exc
-    total = max(parquet.metadata.num_rows, 1)
+    total = max(table.metadata.num_rows, 1)
     number = 0
-    for batch in parquet.iter_batches(batch_size=4096):
+    for batch in table.iter_batches(batch_size=4096):
         for row in batch.to_pylist():
             number += 1
             yield number, row

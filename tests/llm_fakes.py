@@ -1,5 +1,6 @@
-"""A fake synchronous OpenAI client for unit tests of the task-set LLM tools, and the recorded
-model replies they answer with (``tests/data/llm_replies/``)."""
+"""A fake synchronous OpenAI client for unit tests of the task-set LLM tools, the recorded
+model replies they answer with (``tests/data/llm_replies/``), and the chat completions and API
+errors that the LLM judge's tests share."""
 
 from __future__ import annotations
 

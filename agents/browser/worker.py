@@ -67,6 +67,8 @@ from infra.offsets import OffsetTracker
 from infra.producer import EventProducer, now_ms
 from infra.settings import Settings
 from infra.step_reference import StepReference
+from infra.topics import event_type
+from schemas.event_ids import step_event_id
 from schemas.serde import EventDecodeError, SchemaCatalog, default_catalog
 
 log = logging.getLogger(__name__)
@@ -76,7 +78,12 @@ TERMINAL_MEMORY = 100_000  # episode ids remembered as over, to ignore their lat
 # An operation for an episode we do not hold may have raced the orchestrator's aborted event
 # (another topic, so no order between them): wait this long for it before reporting a failure.
 UNKNOWN_EPISODE_GRACE_S = 2.0
-EXPECTED_TYPES = {"navigate": "navigate_op", "act": "act_op", "episodes": "episode"}
+# The event type each consumed topic carries, from the topic table.
+EXPECTED_TYPES = {
+    "navigate": event_type("ops.navigate"),
+    "act": event_type("ops.act"),
+    "episodes": event_type("episodes"),
+}
 
 
 @dataclass
@@ -122,6 +129,37 @@ class Operation:
     received: float  # monotonic, for durations inside this worker
 
 
+def observation_record(
+    episode_id: str,
+    step: int,
+    snapshot: Snapshot | None,
+    *,
+    action_error: str | None = None,
+    timings_ms: dict[str, float] | None = None,
+    failure: str | None = None,
+    url: str = "",
+) -> dict[str, Any]:
+    """The observation event of ``step``: the page as ``snapshot`` shows it or, with no
+    snapshot, a failure observation (``failure`` says why; no screenshot, the last ``url``)."""
+    return {
+        "event_id": step_event_id(episode_id, step, "observation"),
+        "episode_id": episode_id,
+        "step": step,
+        "ts": now_ms(),
+        "screenshot": snapshot.screenshot if snapshot else b"",
+        "screenshot_format": snapshot.screenshot_format if snapshot else "jpeg",
+        "width": snapshot.width if snapshot else 0,
+        "height": snapshot.height if snapshot else 0,
+        "url": snapshot.url if snapshot else url,
+        "title": snapshot.title if snapshot else "",
+        "action_error": action_error,
+        "set_of_marks": snapshot.marks if snapshot else None,
+        "timings_ms": timings_ms or {},
+        "failure": failure,
+        "page_signals": snapshot.page_signals if snapshot else {},
+    }
+
+
 class BrowserWorker:
     def __init__(
         self, settings: Settings, config: BrowserWorkerConfig, catalog: SchemaCatalog | None = None
@@ -135,7 +173,8 @@ class BrowserWorker:
             settings.topic("episodes"): "episodes",
         }
         self.held: dict[str, HeldEpisode] = {}
-        self.terminal: OrderedDict[str, None] = OrderedDict()
+        # Episodes known to have ended (the last TERMINAL_MEMORY): late operations are skipped.
+        self.ended_episodes: OrderedDict[str, None] = OrderedDict()
         self.last_taken = StepReference("act op", capacity=TERMINAL_MEMORY)
         self.offsets = OffsetTracker()
         self.stats = {"observations": 0, "failures": 0, "dead_letters": 0}
@@ -360,10 +399,10 @@ class BrowserWorker:
         record = operation.record
         episode_id = record["episode_id"]
         held = self.held.get(episode_id)
-        if held is None and operation.kind == "act" and episode_id not in self.terminal:
+        if held is None and operation.kind == "act" and episode_id not in self.ended_episodes:
             await asyncio.sleep(UNKNOWN_EPISODE_GRACE_S)
             held = self.held.get(episode_id)
-            if held is None and episode_id not in self.terminal:
+            if held is None and episode_id not in self.ended_episodes:
                 await self._fail(
                     episode_id,
                     record["step"],
@@ -372,7 +411,7 @@ class BrowserWorker:
                     operation,
                 )
                 return
-        if episode_id in self.terminal:
+        if episode_id in self.ended_episodes:
             self._finished(operation.tp, operation.offset)  # late operation of an ended episode
             return
         if held is not None:
@@ -441,7 +480,7 @@ class BrowserWorker:
             if isinstance(exc, Exception):
                 raise EpisodeFailure(f"could not open a browser context: {exc}") from exc
             raise
-        if record["episode_id"] in self.terminal:  # it ended while the context was opening
+        if record["episode_id"] in self.ended_episodes:  # it ended while the context was opening
             await session.close()
             await self.pool.release(pooled)
             raise EpisodeFailure("episode ended while its browser context was opening")
@@ -457,31 +496,25 @@ class BrowserWorker:
         timings: dict[str, float],
         operation: Operation,
     ) -> None:
-        observation = {
-            "event_id": f"{record['episode_id']}:{record['step']}:observation",
-            "episode_id": record["episode_id"],
-            "step": record["step"],
-            "ts": now_ms(),
-            "screenshot": snapshot.screenshot,
-            "screenshot_format": snapshot.screenshot_format,
-            "width": snapshot.width,
-            "height": snapshot.height,
-            "url": snapshot.url,
-            "title": snapshot.title,
-            "action_error": error,
-            "set_of_marks": snapshot.marks,
-            "timings_ms": timings,
-            "failure": None,
-            "page_signals": snapshot.page_signals,
-        }
+        observation = observation_record(
+            record["episode_id"], record["step"], snapshot, action_error=error, timings_ms=timings
+        )
+        self._produce_observation(observation, operation)
+        self.stats["observations"] += 1
+
+    def _produce_observation(
+        self, observation: dict[str, Any], operation: Operation | None
+    ) -> None:
+        """Send ``observation``; ``operation``'s offset may be committed once it is acknowledged."""
         self.producer.produce(
             self.settings.topic("observations"),
-            record["episode_id"],
+            observation["episode_id"],
             "observation",
             observation,
-            on_delivery=self._delivery_callback(operation.tp, operation.offset),
+            on_delivery=(
+                self._delivery_callback(operation.tp, operation.offset) if operation else None
+            ),
         )
-        self.stats["observations"] += 1
 
     async def _fail(
         self,
@@ -496,33 +529,17 @@ class BrowserWorker:
         The failure observation is acknowledged before ``operation``'s offset may be committed;
         an episode already over here only finishes ``operation``.
         """
-        if episode_id not in self.terminal:
+        if episode_id not in self.ended_episodes:
             held = self.held.get(episode_id)
-            observation = {
-                "event_id": f"{episode_id}:{step}:observation",
-                "episode_id": episode_id,
-                "step": step,
-                "ts": now_ms(),
-                "screenshot": b"",
-                "screenshot_format": "jpeg",
-                "width": 0,
-                "height": 0,
-                "url": held.url if held else "",
-                "title": "",
-                "action_error": None,
-                "set_of_marks": None,
-                "timings_ms": timings or {},
-                "failure": reason,
-            }
-            self.producer.produce(
-                self.settings.topic("observations"),
+            observation = observation_record(
                 episode_id,
-                "observation",
-                observation,
-                on_delivery=(
-                    self._delivery_callback(operation.tp, operation.offset) if operation else None
-                ),
+                step,
+                None,
+                timings_ms=timings,
+                failure=reason,
+                url=held.url if held else "",
             )
+            self._produce_observation(observation, operation)
             self.stats["failures"] += 1
             log.info("episode %s failed at step %d: %s", episode_id, step, reason)
         elif operation is not None:
@@ -530,9 +547,9 @@ class BrowserWorker:
         await self._forget_episode(episode_id)
 
     async def _forget_episode(self, episode_id: str) -> None:
-        self.terminal[episode_id] = None
-        if len(self.terminal) > TERMINAL_MEMORY:
-            self.terminal.popitem(last=False)
+        self.ended_episodes[episode_id] = None
+        if len(self.ended_episodes) > TERMINAL_MEMORY:
+            self.ended_episodes.popitem(last=False)
         held = self.held.pop(episode_id, None)
         if held is not None:
             await held.session.close()

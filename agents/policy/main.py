@@ -13,10 +13,17 @@ from pathlib import Path
 
 from rich.console import Console
 
+from agents.policy.backend_call import BackendFactory
 from agents.policy.backends import Sampling
-from agents.policy.worker import BackendFactory, PolicyWorker, PolicyWorkerConfig
+from agents.policy.backends.heuristic import HeuristicBackend
+from agents.policy.backends.latency_model import LatencyModelBackend
+from agents.policy.backends.scripted import ScriptedBackend
+from agents.policy.worker import PolicyWorker, PolicyWorkerConfig
+from agents.policy.workload import WorkloadSpec
 from infra.settings import Settings
 from infra.weights import WeightsRejected
+from sites import generate_sites
+from sites.tasks import generate_tasks
 
 BACKENDS = ("local", "openai", "vllm", "scripted", "heuristic", "latency-model")
 # latency-model: one request per backend call, so one slow draw never delays another episode's
@@ -57,14 +64,9 @@ def backend_factory(options: BackendOptions) -> BackendFactory:
     backend, model = options.backend, options.model
     base_url, max_new_tokens, device = options.base_url, options.max_new_tokens, options.device
     if backend == "scripted":
-        from agents.policy.backends.scripted import ScriptedBackend
-
         scripted = ScriptedBackend(_practice_tasks(options), options.error_rate, options.sites_seed)
         return lambda weights: scripted
     if backend == "latency-model":
-        from agents.policy.backends.latency_model import LatencyModelBackend
-        from agents.policy.workload import WorkloadSpec
-
         spec = WorkloadSpec(
             seed=options.workload_seed,
             median_s=options.latency_median_s,
@@ -77,8 +79,6 @@ def backend_factory(options: BackendOptions) -> BackendFactory:
         )
         return lambda weights: timed
     if backend == "heuristic":
-        from agents.policy.backends.heuristic import HeuristicBackend
-
         heuristic = HeuristicBackend()
         return lambda weights: heuristic
     if backend not in BACKENDS:
@@ -88,12 +88,14 @@ def backend_factory(options: BackendOptions) -> BackendFactory:
     sampling = {"temperature": options.temperature, "top_p": options.top_p}
     Sampling(**sampling)  # out-of-range values are refused now, before a model loads
     if backend == "vllm":
+        # vllm: installed on a GPU machine only (the gpu extra)
         from agents.policy.backends.vllm_inprocess import VLLMBackend
 
         # Every version's backend shares this one engine; any of them can swap in the next.
         engine = VLLMBackend(model, max_new_tokens=max_new_tokens, **sampling)
         return engine.with_weights
     if backend == "local":
+        # torch and transformers: seconds to import, for this backend only
         from agents.policy.backends.local import LocalBackend
 
         def local(weights: Path | None) -> LocalBackend:
@@ -109,6 +111,7 @@ def backend_factory(options: BackendOptions) -> BackendFactory:
 
         return local
     if backend == "openai":
+        # openai: a second or more to import, for this backend only
         from agents.policy.backends.openai_http import LoraAdapters, OpenAIBackend
 
         if not base_url:
@@ -131,9 +134,6 @@ def backend_factory(options: BackendOptions) -> BackendFactory:
 
 
 def _practice_tasks(options: BackendOptions) -> dict[str, dict]:
-    from sites import generate_sites
-    from sites.tasks import generate_tasks
-
     sites = generate_sites(seed=options.sites_seed, count=options.sites_count)
     return {t["task_id"]: t for t in generate_tasks(sites, seed=options.sites_seed)}
 

@@ -8,7 +8,7 @@ real Qwen3-VL on a GPU. Its weights are random: it starts knowing nothing (0% on
 learns through the loop (behaviour cloning on a teacher's successes, then its own).
 
 What makes it learnable on 2 CPU cores, each choice measured on MiniWoB++ contexts built by
-`agents.policy.context` (the experiment in `bench/learning.py` has the figures):
+`schemas.prompt.context` (the experiment in `bench/learning.py` has the figures):
 
 - **Tokenizer trained on what it will read and write.** Byte-level BPE (8,000 merges, Qwen2's
   pre-tokeniser, so a word never merges with its neighbours and a name in the instruction is the
@@ -58,8 +58,8 @@ from transformers import (
 from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
 from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
-from agents.policy.context import marks_table, system_prompt
-from agents.policy.parser import TOOL_NAME, format_reply
+from schemas.prompt.context import marks_table, system_prompt
+from schemas.prompt.reply import TOOL_NAME, format_reply
 from sites import vocab
 from tasks.miniwob import word_lists
 

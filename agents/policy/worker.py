@@ -11,7 +11,9 @@ Requests are served in batches on a backend (local ``transformers``, OpenAI-comp
 Every reply is parsed strictly; a reply that does not parse is recorded with its parse error.
 Every event names the policy version whose weights produced it (0: the base model), with the
 temperature and top-p it was drawn with; a backend that uses no weights (scripted, heuristic,
-latency-model) names none, follows no versions, and records no sampling.
+latency-model) names none, follows no versions, and records no sampling. The screenshot cache is
+:mod:`agents.policy.screenshots`, a backend call with its timeout :mod:`agents.policy.backend_call`,
+the event itself :mod:`agents.policy.inferences`.
 
 Versions (:mod:`agents.policy.versions`): a separate thread follows ``policy.versions``; a newer
 version of ``policy_name`` is fetched from object storage, verified (sha256 of the manifest and
@@ -30,19 +32,18 @@ and verified like a followed one, the ``pinned_backends`` most recently used kep
 cannot be loaded is answered with a backend-error inference naming it, never by another version.
 A backend without weights serves pinned requests as any other (its replies name no version).
 
-A backend call gets ``infer_timeout_s`` (``policy_infer_timeout_s``). A failing call, or one
-with no answer in time, is answered with one error inference per request (``backend error:
-...``), so the orchestrator asks again within the episode's parse-error budget instead of
-waiting for the lease. Exactly one inference is emitted per delivery of a request: a timed-out
-call's reply, if it ever comes, is dropped. The call runs on its own daemon thread; a timed-out
-call is *abandoned*: its cancel event is set (a backend with ``cancellable = True`` takes
-``generate(requests, cancelled=event)`` and returns at once; the latency-model backend does),
-otherwise its thread runs until the backend returns (threads cannot be killed) and then ends.
-An abandoned call keeps its serving slot until it returns, so the backend never has more than
-``concurrency`` calls at once (vLLM's engine, for one, must not be called from two threads) and
-abandoned threads cannot pile up; other slots keep serving meanwhile. A backend that never
-returns ends up holding every slot: the worker logs a warning, episodes wait up to their lease,
-and the worker needs a restart.
+A backend call gets ``infer_timeout_s`` (``policy_infer_timeout_s``). A failing call, or one with
+no answer in time, is answered with one error inference per request (its ``backend_error`` says
+why), so the orchestrator asks again within the episode's parse-error budget instead of waiting for
+the lease. Exactly one inference is emitted per delivery of a request: a timed-out call's reply, if
+it ever comes, is dropped. The call runs on its own daemon thread; a timed-out call is *abandoned*:
+its cancel event is set (a backend with ``cancellable = True`` takes ``generate(requests,
+cancelled=event)`` and returns at once; the latency-model backend does), otherwise its thread runs
+until the backend returns (threads cannot be killed) and then ends. An abandoned call keeps its
+serving slot until it returns, so the backend never has more than ``concurrency`` calls at once
+(vLLM's engine, for one, must not be called from two threads) and abandoned threads cannot pile up;
+other slots keep serving meanwhile. A backend that never returns ends up holding every slot: the
+worker logs a warning, episodes wait up to their lease, and the worker needs a restart.
 
 Out-of-order requests are poison (dead-lettered with error class ``OutOfOrderStep``, never
 answered): the orchestrator numbers an episode's requests 1, 2, 3... without a gap, sends
@@ -62,17 +63,23 @@ import logging
 import queue
 import threading
 import time
-from collections import OrderedDict
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
 
+from agents.policy.backend_call import (
+    Backend,
+    BackendCall,
+    BackendFactory,
+    InferTimeout,
+    uses_weights,
+)
 from agents.policy.backends import ChatRequest, Generation, greedy
-from agents.policy.parser import BACKEND_ERROR, ParsedReply, parse_reply
+from agents.policy.inferences import inference_event
+from agents.policy.screenshots import ImageCache, resolve_images
 from agents.policy.versions import (
     PinnedUnavailable,
     PinnedVersions,
@@ -81,36 +88,20 @@ from agents.policy.versions import (
 )
 from infra.consumer import build_consumer, drain
 from infra.dead_letters import DeadLetterRouter, OutOfOrderStep
-from infra.objects import build_minio
+from infra.minio_store import build_minio
 from infra.offsets import OffsetTracker
-from infra.producer import EventProducer, now_ms
+from infra.producer import EventProducer
 from infra.settings import Settings
 from infra.step_reference import StepReference
+from infra.topics import event_type
 from infra.weights import fetch_weights
+from schemas.purpose import is_eval
 from schemas.serde import EventDecodeError, SchemaCatalog, default_catalog
-from streams.filters import is_eval  # the one rule of what counts as evaluation
 
 log = logging.getLogger(__name__)
 
-EXPECTED_TYPES = {"infer": "infer_request", "observations": "observation"}
-CACHE_IMAGES = 2048
-
-
-class Backend(Protocol):
-    """``generate`` answers every request, in order. A backend whose class sets
-    ``cancellable = True`` takes ``generate(requests, cancelled=event)`` and returns soon after
-    the event is set (its replies are then dropped). One whose class sets ``uses_weights =
-    False`` serves no policy version (a backend that does not say serves the weights it was
-    built with)."""
-
-    def generate(self, requests: list[ChatRequest]) -> list[Generation]: ...
-
-
-def uses_weights(backend: Backend) -> bool:
-    return getattr(backend, "uses_weights", True)
-
-
-BackendFactory = Callable[[Path | None], Backend]  # weights dir of a version, None = the base
+# The event type each consumed topic carries, from the topic table.
+EXPECTED_TYPES = {"infer": event_type("ops.infer"), "observations": event_type("observations")}
 
 
 @dataclass
@@ -157,92 +148,6 @@ def serving_groups(batch: list[Pending]) -> list[list[Pending]]:
     return list(groups.values())
 
 
-class InferTimeout(Exception):
-    """A backend call gave no answer within the worker's inference timeout."""
-
-    def __init__(self, timeout_s: float):
-        super().__init__(f"no answer within {timeout_s:g} s")
-
-
-class BackendCall:
-    """One ``backend.generate`` on its own daemon thread, so that its caller can stop waiting.
-
-    :meth:`result` waits up to a timeout; past it, the call is cancelled (for a cancellable
-    backend) and whatever it returns later is never read. ``on_return`` runs on the call's
-    thread once the backend has returned or raised.
-    """
-
-    def __init__(
-        self,
-        backend: Backend,
-        requests: list[ChatRequest],
-        on_return: Callable[[BackendCall], None] = lambda call: None,
-    ):
-        self.cancelled = threading.Event()
-        self.returned = threading.Event()
-        self._generations: list[Generation] = []
-        self._error: BaseException | None = None
-        self._on_return = on_return
-        self._thread = threading.Thread(
-            target=self._call, args=(backend, requests), name="backend-call", daemon=True
-        )
-        self._thread.start()
-
-    def _call(self, backend: Backend, requests: list[ChatRequest]) -> None:
-        try:
-            if getattr(backend, "cancellable", False):
-                self._generations = backend.generate(requests, cancelled=self.cancelled)
-            else:
-                self._generations = backend.generate(requests)
-        except BaseException as exc:  # noqa: BLE001 - raised to the caller by result()
-            self._error = exc
-        finally:
-            self.returned.set()
-            self._on_return(self)
-
-    def result(self, timeout_s: float) -> list[Generation]:
-        """The generations, or the backend's error; :class:`InferTimeout` past ``timeout_s``."""
-        if not self.returned.wait(timeout_s):
-            self.cancelled.set()
-            raise InferTimeout(timeout_s)
-        if self._error is not None:
-            raise self._error
-        return self._generations
-
-
-class ImageCache:
-    """Screenshots by observation event id; the oldest are dropped beyond ``capacity``."""
-
-    def __init__(self, capacity: int = CACHE_IMAGES):
-        self._images: OrderedDict[str, bytes] = OrderedDict()
-        self._capacity = capacity
-
-    def put(self, event_id: str, image: bytes) -> None:
-        self._images[event_id] = image
-        self._images.move_to_end(event_id)
-        while len(self._images) > self._capacity:
-            self._images.popitem(last=False)
-
-    def get(self, event_id: str) -> bytes | None:
-        return self._images.get(event_id)
-
-
-def resolve_images(messages: list[dict[str, Any]], images: ImageCache) -> list[dict[str, Any]]:
-    """The request's messages with each image reference replaced by its screenshot bytes."""
-    resolved = []
-    for message in messages:
-        content = message["content"]
-        if isinstance(content, list):
-            content = [
-                {"type": "image", "image": images.get(part["observation_event_id"])}
-                if part["type"] == "image"
-                else part
-                for part in content
-            ]
-        resolved.append({**message, "content": content})
-    return resolved
-
-
 class PolicyWorker:
     def __init__(
         self,
@@ -266,6 +171,7 @@ class PolicyWorker:
         self.stats = {
             "inferences": 0,
             "parse_errors": 0,
+            "backend_errors": 0,  # requests answered without a reply: the backend failed
             "versions_refused": 0,
             "timeouts": 0,  # backend calls answered with errors after infer_timeout_s
             "late_replies_dropped": 0,  # timed-out calls that returned afterwards
@@ -461,7 +367,7 @@ class PolicyWorker:
             self.stats["pinned_unavailable"] += len(batch)
             log.warning("%d requests answered with errors: %s", len(batch), exc)
             for item in batch:
-                self._emit(item, None, NO_VERSION, f"{BACKEND_ERROR}{exc}"[:500])
+                self._emit(item, None, NO_VERSION, backend_error=str(exc)[:500])
             return
         self._gate.enter()  # no swap between choosing the version and calling its backend
         try:
@@ -497,7 +403,7 @@ class PolicyWorker:
         if not answerable:
             return
         generations: list[Generation | None] = [None] * len(answerable)
-        error = None
+        backend_error = None
         try:
             requests = [
                 ChatRequest(
@@ -515,13 +421,13 @@ class PolicyWorker:
         except InferTimeout as exc:
             self.stats["timeouts"] += 1
             log.warning("batch of %d: %s; answered with errors", len(answerable), exc)
-            error = f"{BACKEND_ERROR}{exc}"
+            backend_error = str(exc)
         except Exception as exc:  # noqa: BLE001 - a backend failure must not stall the partition
             log.exception("batch of %d failed", len(answerable))
-            error = f"{BACKEND_ERROR}{type(exc).__name__}: {exc}"[:500]
+            backend_error = f"{type(exc).__name__}: {exc}"[:500]
         # Emitted after the call, never inside its error handling: one inference per request.
         for item, generation in zip(answerable, generations, strict=True):
-            self._emit(item, generation, serving, error)
+            self._emit(item, generation, serving, backend_error=backend_error)
 
     def _generate(self, backend: Backend, requests: list[ChatRequest]) -> list[Generation]:
         self._gate.also()  # the call may outlive this batch (timed out): no swap under it
@@ -552,38 +458,23 @@ class PolicyWorker:
         item: Pending,
         generation: Generation | None,
         serving: ServingVersion,
-        error: str | None,
+        error: str | None = None,
+        backend_error: str | None = None,
     ) -> None:
-        record = item.record
-        raw = generation.text if generation else ""
-        parsed = parse_reply(raw) if generation else None
-        sampling = generation.sampling if generation else None
-        event = {
-            "event_id": f"{record['episode_id']}:{record['step']}:inference",
-            "episode_id": record["episode_id"],
-            "step": record["step"],
-            "ts": now_ms(),
-            "policy_version": serving.version,
-            "request_event_id": record["event_id"],
-            "raw_text": raw,
-            "thought": parsed.thought if parsed else None,
-            "action": parsed.action if isinstance(parsed, ParsedReply) else None,
-            "parse_error": error or (None if isinstance(parsed, ParsedReply) else parsed.reason),
-            "memory": parsed.memory if parsed else None,
-            "token_ids": generation.token_ids if generation else [],
-            "logprobs": generation.logprobs if generation else [],
-            "temperature": sampling.temperature if sampling else None,
-            "top_p": sampling.top_p if sampling else None,
-            "latency_ms": generation.latency_ms if generation else 0.0,
-            "backend": self.config.backend_name,
-            "model": generation.model if generation else "",
-            # Where the request lies: the learner reads back exactly the context that was seen.
-            "request_partition": item.tp[1],
-            "request_offset": item.offset,
-        }
+        """``error``: why the request went unanswered here (recorded as its parse error);
+        ``backend_error``: why the backend gave no reply."""
+        event = inference_event(
+            item.record,
+            generation,
+            policy_version=serving.version,
+            backend=self.config.backend_name,
+            request_at=(item.tp[1], item.offset),
+            unanswered=error,
+            backend_error=backend_error,
+        )
         self.producer.produce(
             self.settings.topic("inferences"),
-            record["episode_id"],
+            item.record["episode_id"],
             "inference",
             event,
             on_delivery=self._on_delivered(item.tp, item.offset),
@@ -591,6 +482,8 @@ class PolicyWorker:
         self.stats["inferences"] += 1
         if event["parse_error"]:
             self.stats["parse_errors"] += 1
+        if backend_error is not None:
+            self.stats["backend_errors"] += 1
 
     def _on_delivered(self, tp: tuple[str, int], offset: int):
         def delivered(error: KafkaError | None, message: Message) -> None:
@@ -655,13 +548,11 @@ class PolicyWorker:
             return self.backend_factory(weights)
 
     def _open_versions_reader(self) -> Consumer:
-        reader = Consumer(
-            {
-                "bootstrap.servers": self.settings.bootstrap_servers,
-                # A private reader: assigned, never committing, so every worker sees every version.
-                "group.id": f"{self.config.group_id}-versions-{self.config.client_id}",
-                "enable.auto.commit": False,
-            }
+        reader = build_consumer(
+            self.settings,
+            # A private reader: assigned, never committing, so every worker sees every version.
+            group_id=f"{self.config.group_id}-versions-{self.config.client_id}",
+            client_id=f"{self.config.client_id}-versions",
         )
         reader.assign([TopicPartition(self.settings.topic("policy.versions"), 0, OFFSET_BEGINNING)])
         return reader

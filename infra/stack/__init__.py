@@ -13,10 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from infra.chromium import ChromiumMissing, chromium_version
-from infra.objects import build_minio, ensure_buckets
+from infra.minio_store import build_minio, ensure_buckets
 from infra.settings import Settings
-from infra.stack.kafka import LocalKafka, fetch_jars, jars_cached, kafka_version
-from infra.stack.minio import MINIO_VERSION, LocalMinio, binary_cached, build_binary
+from infra.stack.kafka import LocalKafka, fetch_jars, kafka_version
+from infra.stack.minio import MINIO_VERSION, LocalMinio, build_binary
 from infra.stack.process import StackError, port_is_free
 
 __all__ = ["StackError", "ServiceStatus", "up", "down", "status"]
@@ -69,15 +69,11 @@ def up(settings: Settings, report: Report = print) -> dict[str, float]:
 
     if kafka in to_start:
         clock = time.monotonic()
-        if not jars_cached(settings):
-            report(f"fetching Apache Kafka {kafka_version()} jars with Maven (first time only)")
-        libs = fetch_jars(settings)
+        libs = fetch_jars(settings, report)
         timings["kafka_jars_s"] = time.monotonic() - clock
     if minio in to_start:
         clock = time.monotonic()
-        if not binary_cached(settings):
-            report(f"building MinIO {MINIO_VERSION} with Go (first time only, a few minutes)")
-        binary = build_binary(settings)
+        binary = build_binary(settings, report)
         timings["minio_build_s"] = time.monotonic() - clock
 
     clock = time.monotonic()

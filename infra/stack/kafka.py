@@ -13,13 +13,16 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 import uuid
 from base64 import urlsafe_b64encode
+from collections.abc import Callable
 from pathlib import Path
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from infra.kafka_config import client_config
 from infra.settings import Settings
 from infra.stack.process import (
     ManagedProcess,
@@ -30,6 +33,9 @@ from infra.stack.process import (
 
 POM = Path(__file__).parent / "pom.xml"
 START_TIMEOUT_S = 90.0
+# What a first fetch moves (45 jars into an empty ~/.m2) and roughly takes on a good connection:
+# said before it starts.
+FETCH_TAKES = "about 45 MB, a minute or so"
 
 LOG4J2 = """\
 rootLogger.level=INFO
@@ -61,8 +67,9 @@ def jars_cached(settings: Settings) -> bool:
     return (_jar_dir(settings) / ".complete").exists()
 
 
-def fetch_jars(settings: Settings) -> Path:
-    """Resolve the broker jars through Maven into the cache; a no-op when already there."""
+def fetch_jars(settings: Settings, report: Callable[[str], None] = lambda line: None) -> Path:
+    """Resolve the broker jars through Maven into the cache; a no-op when already there. A fetch
+    says what it does and how long it takes to ``report`` before it starts, and when it is done."""
     target = _jar_dir(settings)
     if (target / ".complete").exists():
         return target
@@ -72,6 +79,11 @@ def fetch_jars(settings: Settings) -> Path:
             "Maven (mvn) is not installed; it fetches the Kafka jars from Maven Central. "
             "Install it with `apt-get install maven` and run `webgym up` again."
         )
+    report(
+        f"fetching the Apache Kafka {kafka_version()} jars from Maven Central with {mvn} "
+        f"(first time only, {FETCH_TAKES})..."
+    )
+    started = time.monotonic()
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
         libs = Path(scratch) / "libs"
@@ -98,6 +110,7 @@ def fetch_jars(settings: Settings) -> Path:
         (libs / ".complete").write_text(kafka_version())
         shutil.rmtree(target, ignore_errors=True)
         libs.rename(target)
+    report(f"fetched the Kafka jars in {time.monotonic() - started:.0f} s, cached in {target}")
     return target
 
 
@@ -228,14 +241,9 @@ class LocalKafka:
             )
 
     def healthy(self) -> bool:
-        admin = AdminClient(
-            {
-                "bootstrap.servers": self.address,
-                "socket.timeout.ms": 2000,
-                # A refused connection is the expected answer while the broker starts: stay quiet.
-                "log_level": 0,
-            }
-        )
+        # A refused connection is the expected answer while the broker starts: client_config
+        # keeps librdkafka's line about it off stderr.
+        admin = AdminClient(client_config(self.address, {"socket.timeout.ms": 2000}))
         try:
             admin.list_topics(timeout=2)
         except KafkaException:

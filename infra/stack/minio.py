@@ -12,8 +12,10 @@ import os
 import secrets
 import shutil
 import subprocess
+import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from infra.settings import Settings
@@ -27,6 +29,8 @@ from infra.stack.process import (
 MINIO_MODULE = "github.com/minio/minio"
 MINIO_VERSION = "v0.0.0-20260212201848-7aac2a2c5b7c"
 START_TIMEOUT_S = 60.0
+# How long a first build (a cold Go module cache) took a new user: said before it starts.
+BUILD_TAKES = "about 3 minutes"
 
 
 def _binary(settings: Settings) -> Path:
@@ -37,8 +41,9 @@ def binary_cached(settings: Settings) -> bool:
     return _binary(settings).exists()
 
 
-def build_binary(settings: Settings) -> Path:
-    """``go install`` the pinned MinIO into the cache; a no-op when already built."""
+def build_binary(settings: Settings, report: Callable[[str], None] = lambda line: None) -> Path:
+    """``go install`` the pinned MinIO into the cache; a no-op when already built. A build says
+    what it does and how long it takes to ``report`` before it starts, and when it is done."""
     binary = _binary(settings)
     if binary.exists():
         return binary
@@ -60,6 +65,11 @@ def build_binary(settings: Settings) -> Path:
             "GOTOOLCHAIN": "local",  # never download another Go; 1.24+ builds this version
         }
     )
+    report(
+        f"building MinIO {MINIO_VERSION} with {go} from the Go module proxy "
+        f"(first time only, {BUILD_TAKES})..."
+    )
+    started = time.monotonic()
     result = subprocess.run(
         [go, "install", f"{MINIO_MODULE}@{MINIO_VERSION}"],
         env=env,
@@ -73,6 +83,7 @@ def build_binary(settings: Settings) -> Path:
         )
     (scratch / "minio").rename(binary)
     shutil.rmtree(scratch, ignore_errors=True)
+    report(f"built MinIO in {time.monotonic() - started:.0f} s, cached as {binary}")
     return binary
 
 

@@ -13,33 +13,38 @@ Guarantees:
   :class:`JudgeReplyError`, never a guess.
 - Reward is 1.0 only if the answer is supported, every fact is satisfied and the reference (if
   any) matches; otherwise 0.0.
-- Transient failures (connection, timeout, 408/409/429, 5xx) and bad replies are retried up to
-  ``max_attempts`` times with capped exponential backoff; then the score is a judge error with
-  reward 0. A judge error is never a success.
+- Requests go through :class:`infra.openai_client.AsyncChatClient` and follow its one retry
+  policy (transient API failures and bad replies retried up to ``max_attempts`` times, a bad
+  reply shown back to the model with the reason); when no valid reply comes, the score is a
+  judge error with reward 0. A judge error is never a success.
 - Requests the server refuses for this trajectory (other 4xx) give a judge error at once;
   authentication, permission and not-found errors are configuration errors and are raised.
+- A reasoning model's ``<think>`` block is stripped before parsing.
 - A trajectory without a final answer scores 0 without asking the model, and so does one whose
   answer is longer than the verifier's length rule allows for the task's definite answer
   (:func:`sites.verifier.answer_length_limit`): every verdict's rationale names the rule. Tasks
   without a definite answer have no length limit.
 - The prompt tells the model to fail an answer that hedges over several candidates (names more
   values than the task asks for) or copies a page's text: such an answer "contains" every fact.
-- Non-blocking: calls go through :class:`openai.AsyncOpenAI`, so one asyncio processor can keep
-  many slow judge calls in flight.
+- Non-blocking: one asyncio processor can keep many slow judge calls in flight.
 """
 
 from __future__ import annotations
 
-import asyncio
-import base64
 import json
 import logging
 from dataclasses import dataclass
 from typing import Any
 
-import openai
-
-from infra.json_replies import JSONReplyError, load_json_object, snippet
+from infra.openai_client import (
+    AsyncChatClient,
+    NoValidReply,
+    ReplyError,
+    RetryPolicy,
+    image_part,
+    json_fields,
+    json_reply,
+)
 from sites.verifier import length_refusal
 from streams.judges import Score
 
@@ -48,13 +53,6 @@ log = logging.getLogger(__name__)
 ANSWER_SUPPORTED_GROUP = "_answer_supported"
 REFERENCE_GROUP = "_reference"
 NO_FINAL_ANSWER = "no final answer"
-_BACKOFF_CAP_S = 8.0
-# Configuration errors: retrying cannot help and every later trajectory would fail the same way.
-_FATAL_API_ERRORS = (
-    openai.AuthenticationError,
-    openai.PermissionDeniedError,
-    openai.NotFoundError,
-)
 
 SYSTEM_PROMPT = """\
 You are a strict judge of a web agent's work. The agent was given a task on a website, browsed \
@@ -98,8 +96,8 @@ _TOP_LEVEL_KEYS = {
 _FACT_KEYS = {"id", "satisfied", "rationale"}
 
 
-class JudgeReplyError(ValueError):
-    """The judge model's reply is not a complete, well-formed judgement."""
+# The judge model's reply is not a complete, well-formed judgement.
+JudgeReplyError = ReplyError
 
 
 class RubricError(ValueError):
@@ -217,13 +215,7 @@ def parse_judgement(text: str, task: dict[str, Any]) -> Judgement:
     Decisions (``answer_supported``, each fact's ``satisfied``, ``matches_reference`` when the task
     has a reference answer) are required JSON booleans; rationales are optional strings.
     """
-    try:
-        reply = load_json_object(text)
-    except JSONReplyError as exc:
-        raise JudgeReplyError(str(exc)) from None
-    unknown_keys = sorted(set(reply) - _TOP_LEVEL_KEYS)
-    if unknown_keys:
-        raise JudgeReplyError(f"unknown keys {unknown_keys}; expected {sorted(_TOP_LEVEL_KEYS)}")
+    reply = json_reply(text, _TOP_LEVEL_KEYS, required=())
 
     if "answer_supported" not in reply:
         raise JudgeReplyError("answer_supported is missing")
@@ -237,11 +229,7 @@ def parse_judgement(text: str, task: dict[str, Any]) -> Judgement:
     checks: dict[str, FactCheck] = {}
     for index, item in enumerate(replied):
         where = f"facts[{index}]"
-        if not isinstance(item, dict):
-            raise JudgeReplyError(f"{where} must be a JSON object, got {type(item).__name__}")
-        unknown = sorted(set(item) - _FACT_KEYS)
-        if unknown:
-            raise JudgeReplyError(f"{where} has unknown keys {unknown}")
+        item = json_fields(item, where, _FACT_KEYS)
         fact_id = item.get("id")
         if fact_id not in by_id:
             raise JudgeReplyError(
@@ -277,10 +265,6 @@ def parse_judgement(text: str, task: dict[str, Any]) -> Judgement:
         matches_reference=matches,
         reference_rationale=_rationale(reply.get("reference_rationale"), "reference_rationale"),
     )
-
-
-def _mime(image: bytes) -> str:
-    return "image/png" if image.startswith(b"\x89PNG") else "image/jpeg"
 
 
 def _action_text(action: dict[str, Any] | None) -> str:
@@ -341,20 +325,11 @@ def build_messages(
             else "No screenshots are available: nothing in the final answer is shown.",
         ]
     )
-    content: list[dict[str, Any]] = [{"type": "text", "text": text}]
-    for image in screenshots:
-        url = f"data:{_mime(image)};base64,{base64.b64encode(image).decode()}"
-        content.append({"type": "image_url", "image_url": {"url": url}})
+    content = [{"type": "text", "text": text}, *(image_part(image) for image in screenshots)]
     return [
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": content},
     ]
-
-
-def _transient(exc: openai.APIError) -> bool:
-    if isinstance(exc, openai.APIStatusError):
-        return exc.status_code in (408, 409, 429) or exc.status_code >= 500
-    return True  # connection errors, timeouts, malformed responses
 
 
 class LLMRubricJudge:
@@ -364,7 +339,7 @@ class LLMRubricJudge:
         self,
         base_url: str,
         model: str,
-        api_key: str = "not-needed",
+        api_key: str | None = None,
         max_attempts: int = 3,
         timeout_s: float = 120,
         max_tokens: int = 1024,
@@ -374,26 +349,28 @@ class LLMRubricJudge:
         backoff_s: float = 0.5,
         client: Any = None,
     ):
-        if max_attempts < 1:
-            raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
+        """``api_key``: see :func:`infra.openai_client.resolve_api_key` (None: the environment's
+        ``OPENAI_API_KEY``, else none). ``client``: an (async) SDK client to use instead."""
         if screenshots_k < 0:
             raise ValueError(f"screenshots_k must be 0 or more, got {screenshots_k}")
-        if max_tokens < 1:
-            raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
         self.name = f"llm:{model}"
         self.version = prompt_version
-        self.model = model
-        self.max_attempts = max_attempts
-        self.max_tokens = max_tokens
         self.screenshots_k = screenshots_k
-        self.backoff_s = backoff_s
-        # Model requests sent so far (every attempt counts).
-        self.calls = 0
-        # max_retries=0: this judge retries itself, so replies and errors count alike against
-        # max_attempts and every retry is logged.
-        self._client = client or openai.AsyncOpenAI(
-            base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=0
+        self.llm = AsyncChatClient(
+            base_url,
+            model,
+            api_key=api_key,
+            timeout_s=timeout_s,
+            max_tokens=max_tokens,
+            temperature=0.0,
+            retry=RetryPolicy(max_attempts=max_attempts, backoff_s=backoff_s),
+            client=client,
         )
+
+    @property
+    def calls(self) -> int:
+        """Model requests sent so far (every attempt counts)."""
+        return self.llm.calls
 
     async def score(
         self, task: dict[str, Any], trajectory: dict[str, Any], screenshots: list[bytes]
@@ -414,56 +391,19 @@ class LLMRubricJudge:
         recent = screenshots[-self.screenshots_k :] if self.screenshots_k else []
         messages = build_messages(task, trajectory, recent)
         episode = trajectory.get("episode_id", "?")
-        problem = ""
-        for attempt in range(1, self.max_attempts + 1):
-            try:
-                judgement = await self._ask(messages, task)
-                return Score(judgement.reward, self.name, self.version, judgement.verdicts())
-            except JudgeReplyError as exc:
-                problem = f"bad reply: {exc}"
-            except _FATAL_API_ERRORS:
-                raise
-            except openai.APIError as exc:
-                problem = f"API error: {type(exc).__name__}: {exc}"
-                if not _transient(exc):
-                    log.warning(
-                        "judge %s: %s (episode %s), not retried", self.name, problem, episode
-                    )
-                    return Score.error(self.name, self.version, problem)
-            if attempt < self.max_attempts:
-                delay = min(self.backoff_s * 2 ** (attempt - 1), _BACKOFF_CAP_S)
-                log.warning(
-                    "judge %s attempt %d/%d failed (episode %s): %s; retrying in %.1fs",
-                    self.name,
-                    attempt,
-                    self.max_attempts,
-                    episode,
-                    problem,
-                    delay,
-                )
-                await asyncio.sleep(delay)
-        reason = f"no verdict after {self.max_attempts} attempt(s); last: {problem}"
-        log.warning("judge %s gave up (episode %s): %s", self.name, episode, reason)
-        return Score.error(self.name, self.version, reason)
-
-    async def _ask(self, messages: list[dict[str, Any]], task: dict[str, Any]) -> Judgement:
-        self.calls += 1
-        response = await self._client.chat.completions.create(
-            model=self.model,
-            messages=messages,
-            max_tokens=self.max_tokens,
-            temperature=0.0,
-        )
-        if not response.choices:
-            raise JudgeReplyError("the server sent no choices")
-        choice = response.choices[0]
-        text = choice.message.content or ""
-        if choice.finish_reason == "length":
-            raise JudgeReplyError(
-                f"reply cut at max_tokens={self.max_tokens} (finish_reason 'length'): "
-                f"{snippet(text)}"
+        try:
+            judgement = await self.llm.ask(
+                messages, lambda text: parse_judgement(text, task), about=f"episode {episode}"
             )
-        return parse_judgement(text, task)
+        except NoValidReply as exc:
+            reason = (
+                f"no verdict after {exc.attempts} attempt(s); last: {exc.problem}"
+                if exc.exhausted
+                else exc.reason
+            )
+            log.warning("judge %s gave up (episode %s): %s", self.name, episode, reason)
+            return Score.error(self.name, self.version, reason)
+        return Score(judgement.reward, self.name, self.version, judgement.verdicts())
 
 
 def _refused_verdicts(

@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
-from analytics.check_cli import check_run
-from infra.local_run import Child, RunOptions, RunSummary, run_local
+from commands.check import check_run
+from commands.children import Child
+from commands.local_run import RunOptions, RunSummary, run_local
 from infra.log_reader import read_topic
 from infra.settings import Settings
 from tests.e2e.conftest import isolated_settings

@@ -12,7 +12,7 @@ bucket holds the same objects, and the working directory (where every file a com
 goes, ``--out``/``--json`` targets included) holds the same files.
 
 Rows run in-process with Typer's runner; rows whose command would keep running or start
-processes run as ``python -m infra.cli`` with a timeout. Commands that touch the local stack
+processes run as ``python -m commands.main`` with a timeout. Commands that touch the local stack
 (``up``, ``down``, ``smoke``, ``run``, ``bench``) only ever get input that fails before they do
 anything; as a safety net they also get a state dir of their own.
 """
@@ -34,9 +34,9 @@ import typer.main
 from confluent_kafka import TopicPartition
 from typer.testing import CliRunner
 
-from infra.cli import app
+from commands.main import app
 from infra.consumer import build_consumer, watermarks
-from infra.objects import build_minio
+from infra.minio_store import build_minio
 from infra.settings import Settings
 from infra.topic_admin import build_admin
 from sites import generate_sites
@@ -188,7 +188,10 @@ TABLE: list[Bad] = [
     Bad(("bench", "rollout", "--in-flight", "0"), ("--in-flight",), exit_code=2),
     # Evaluation and the learning experiment.
     Bad(("eval", "--model", "x"), ("--versions 0,2,5", "--follow")),
-    Bad(("eval", "--versions", "0", "--model", "no-such-checkpoint"), ("no-such-checkpoint", "model tiny")),
+    Bad(
+        ("eval", "--versions", "0", "--model", "no-such-checkpoint"),
+        ("no-such-checkpoint", "model tiny"),
+    ),
     Bad(("eval", "--versions", "v1", "--model", "x"), ("--versions 'v1'", "0,2,5")),
     Bad(("eval", "--versions", "1"), ("--model DIR", "--attach")),
     Bad(("eval", "--versions", "1", "--attach", "--model", "x"), ("--attach", "drop --model")),
@@ -197,9 +200,15 @@ TABLE: list[Bad] = [
         ("no-such-policy", "no announced v3", "policy versions"),
     ),
     Bad(("eval", "--versions", "0", "--attach", "--task-set", "no/such/set"), ("no/such/set",)),
-    Bad(("eval", "--versions", "0", "--model", "x", "--per-task", "0"), ("--per-task",), exit_code=2),
+    Bad(
+        ("eval", "--versions", "0", "--model", "x", "--per-task", "0"), ("--per-task",), exit_code=2
+    ),
     Bad(("experiment", "learn", "--pages", "click-nothing"), ("click-nothing", "tasks miniwob")),
-    Bad(("experiment", "learn", "--warm-start-episodes", "0"), ("--warm-start-episodes",), exit_code=2),
+    Bad(
+        ("experiment", "learn", "--warm-start-episodes", "0"),
+        ("--warm-start-episodes",),
+        exit_code=2,
+    ),
     # Views of the log.
     Bad(("replay", "no-such-episode"), ("no-such-episode", "webgym replay --list")),
     Bad(("replay",), ("name an episode", "--list")),
@@ -318,7 +327,7 @@ def _invoke(bad: Bad, env: dict[str, str], workdir: Path) -> tuple[int, str]:
     if bad.process:
         try:
             done = subprocess.run(
-                [sys.executable, "-m", "infra.cli", *bad.args],
+                [sys.executable, "-m", "commands.main", *bad.args],
                 env={**os.environ, **env},
                 cwd=workdir,
                 capture_output=True,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 
-from infra.local_run import RunOptions
+from commands.local_run import RunOptions
 from infra.log_reader import read_topic
 from sites import generate_sites
 from sites.tasks import generate_tasks

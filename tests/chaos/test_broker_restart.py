@@ -9,8 +9,8 @@ from __future__ import annotations
 import time
 import uuid
 
+from commands.local_run import RunOptions
 from infra import stack
-from infra.local_run import RunOptions
 from infra.stack.kafka import LocalKafka
 from tests.chaos.conftest import Fault, assert_nothing_lost, chaos_run
 

@@ -2,8 +2,11 @@
 
 The learner holds at ``mid-upload`` (``WEBGYM_LEARNER_HOLD_AT``: the weights of its first version
 are stored, the manifest is not) and is killed there; a new learner, without the hold, takes
-over. No version event names partial weights, every announced version verifies, and across the
-two learners no sample is trained twice; the rollouts' log keeps every invariant.
+over. At the kill the version's files are stored but its manifest is not, no event names it and
+no offset is committed; afterwards no version event names partial weights, every announced
+version verifies, and across the two learners no sample is trained twice; the rollouts' log keeps
+every invariant. (The e2e tier's killed-learner test holds the learner at the other points of its
+cycle; this run is its mid-upload case.)
 """
 
 from __future__ import annotations
@@ -12,14 +15,15 @@ import os
 import uuid
 from collections import Counter
 
-from infra.local_run import Child, RunOptions, settings_env
-from infra.objects import build_minio
-from infra.weights import stored_versions
+from commands.children import Child, settings_env
+from commands.local_run import RunOptions
+from infra.minio_store import build_minio
+from infra.weights import read_manifest, stored_versions
 from tests.chaos.conftest import Fault, assert_nothing_lost, chaos_run
-from tests.e2e.test_learner import _check_manifest, _versions
+from tests.e2e.test_learner import _check_manifest, _committed, _versions
 from tests.integration.model_servers import tiny_model_fixture  # noqa: F401
 
-EPISODES = 80  # long enough for the learner to reach its first upload mid-run
+EPISODES = 80  # long enough for the learner to reach its first upload mid-run (asserted below)
 LEARNER_ARGS = (
     "--lora-rank", "4", "--lr", "1e-3", "--fresh-per-step", "3", "--replay-per-step", "1",
     "--publish-every", "1", "--keep-versions", "100", "--idle-s", "3",
@@ -34,6 +38,9 @@ def test_a_learner_killed_mid_upload_announces_no_partial_version(
     monkeypatch.setenv("WEBGYM_LEARNER_HOLD_AT", "mid-upload")
     versions_at_kill: list[int] = []
     stored_at_kill: list[list[int]] = []
+    ended_at_kill: list[int] = []
+    manifest_at_kill: list[str] = []
+    committed_at_kill: list[dict[int, int]] = []
     replacement: list[Child] = []
 
     def strike(summary, children):
@@ -42,8 +49,16 @@ def test_a_learner_killed_mid_upload_announces_no_partial_version(
             return
         learner.kill()
         fault.mark()
+        ended_at_kill.append(summary.ended)
         versions_at_kill.extend(v["policy_version"] for v in _versions(run_settings))
-        stored_at_kill.append(stored_versions(build_minio(run_settings), run_settings, "default"))
+        minio = build_minio(run_settings)
+        stored_at_kill.append(stored_versions(minio, run_settings, "default"))
+        try:
+            read_manifest(minio, run_settings, "default", 1)
+            manifest_at_kill.append("stored")
+        except Exception as error:  # noqa: BLE001 (asserted on below)
+            manifest_at_kill.append(str(error))
+        committed_at_kill.append(_committed(run_settings))
         env = {**settings_env(run_settings)}
         env.pop("WEBGYM_LEARNER_HOLD_AT", None)
         os.environ.pop("WEBGYM_LEARNER_HOLD_AT", None)
@@ -68,11 +83,15 @@ def test_a_learner_killed_mid_upload_announces_no_partial_version(
     )
     result = chaos_run(run_settings, options, fault, strike, request)
     assert fault.struck_ms, "the learner never reached its first upload"
+    assert ended_at_kill[0] < EPISODES, "the learner was killed after the rollouts ended"
     assert_nothing_lost(result, EPISODES)
 
-    # At the kill: weights of the next version stored, but no event announced them.
+    # At the kill: the weights of its first version stored, but not its manifest; no event
+    # announced them and the killed learner committed no offset.
     [stored] = stored_at_kill
-    assert stored and max(stored) not in versions_at_kill, (stored, versions_at_kill)
+    assert stored == [1] and versions_at_kill == [], (stored, versions_at_kill)
+    assert len(manifest_at_kill) == 1 and "missing" in manifest_at_kill[0], manifest_at_kill
+    assert committed_at_kill == [{}], committed_at_kill
     # Afterwards: versions 1..n, each announced once, every file verified against its manifest.
     versions = _versions(run_settings)
     numbers = [v["policy_version"] for v in versions]
@@ -81,4 +100,4 @@ def test_a_learner_killed_mid_upload_announces_no_partial_version(
     trained = Counter(key for m in manifests for key in m.training["trained_samples"])
     assert trained and all(n == 1 for n in trained.values()), trained.most_common(3)
     # The replacement removed the interrupted upload before publishing over it.
-    assert "deleted unannounced (interrupted) uploads of default" in replacement[0].text()
+    assert "deleted unannounced (interrupted) uploads of default: v[1]" in replacement[0].text()

@@ -1,6 +1,6 @@
-"""Poison records at 1 in 200 events: every one ends in ``webgym.dlq``, no processor stalls.
+"""Poison records at 1 in 100 events: every one ends in ``webgym.dlq``, no processor stalls.
 
-During a run with 16 episodes in flight, the test follows the loop's topics and, for every 200
+During a run with 16 episodes in flight, the test follows the loop's topics and, for every 100
 events the loop writes, injects one poison record, rotating its kind and topic over every topic
 a processor or worker of the loop consumes, keyed by a live episode so it lands in a live
 partition (the sampler's topic: by its one key):
@@ -25,23 +25,24 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from analytics.log_tail import LogTail
+from commands.local_run import RunOptions
 from infra.dead_letters import (
     HEADER_ERROR_CLASS,
     HEADER_OFFSET,
     HEADER_PARTITION,
     HEADER_TOPIC,
 )
-from infra.local_run import RunOptions
-from infra.log_reader import read_topic
+from infra.log_reader import TopicReader, read_topic
 from infra.producer import build_producer
 from infra.settings import Settings
 from schemas.serde import MARKER, default_catalog
 from tests.chaos.conftest import Fault, assert_nothing_lost, chaos_run
 
 IN_FLIGHT = 16
-EPISODES = 200  # about 15 events an episode: 14 poison records or more
-EVERY = 200  # events of the loop per poison record
+# Twice the battery's 1 in 200: the same 14 poison records or more (the schedule's first 14 cover
+# every kind and every consumed topic) in half the run.
+EPISODES = 100  # about 15 events an episode: 14 poison records or more
+EVERY = 100  # events of the loop per poison record
 AHEAD = 10  # steps ahead of the episode an out-of-order event names
 # What the loop's processors and workers consume (the task catalog reads `tasks`, which only the
 # task loader writes, and skips what does not decode; `trajectories.success` has no consumer
@@ -123,7 +124,7 @@ class Poisoner:
         self.fault = Fault(f"poison records 1/{EVERY} (corrupt, unknown fingerprint, out of order)")
         self.catalog = default_catalog()
         self.producer = build_producer(settings, "chaos-poisoner")
-        self.tail: LogTail | None = None
+        self.tail: TopicReader | None = None
         self.events = 0  # of the loop, while poison was injected
         self.episodes: dict[str, Episode] = defaultdict(Episode)
         self.poisons: list[Poison] = []
@@ -138,7 +139,7 @@ class Poisoner:
             self.stopped = True
             return
         if self.tail is None:
-            self.tail = LogTail(self.settings, CONSUMED)
+            self.tail = TopicReader(self.settings, CONSUMED)
         while batch := self.tail.poll(0, 2000):
             for tail_event in batch:
                 self._follow(tail_event.suffix, tail_event.event)
@@ -248,7 +249,7 @@ class Poisoner:
         self.fault.mark()
 
 
-def test_poison_records_one_in_200_all_dead_lettered_nothing_stalls(run_settings, request):
+def test_poison_records_one_in_100_all_dead_lettered_nothing_stalls(run_settings, request):
     run_id = f"chaos-px{uuid.uuid4().hex[:6]}"
     options = RunOptions(
         episodes=EPISODES,
@@ -268,7 +269,7 @@ def test_poison_records_one_in_200_all_dead_lettered_nothing_stalls(run_settings
     (run_settings.state_dir / "chaos" / f"{request.node.name}-poisons.json").write_text(
         json.dumps({"events": poisoner.events, "poisons": [asdict(p) for p in poisons]}, indent=1)
     )
-    # 1 in 200 of the events the loop wrote (until its last episodes), every kind among them
+    # 1 in 100 of the events the loop wrote (until its last episodes), every kind among them
     assert poisoner.stopped
     assert len(poisons) + len(poisoner.skipped) == poisoner.events // EVERY, poisoner.events
     injected = (poisoner.events, [f"{p.kind} on {p.suffix}" for p in poisons], poisoner.skipped)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 import uuid
 
-from infra.local_run import RunOptions
+from commands.local_run import RunOptions
 from tests.chaos.conftest import Fault, assert_nothing_lost, chaos_run
 
 IN_FLIGHT = 16

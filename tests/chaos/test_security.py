@@ -38,10 +38,12 @@ import typer.main
 from PIL import Image
 from typer.testing import CliRunner
 
-from infra.cli import app
+from bench.fleet import WorkerProcess, worker_env
+from commands.children import Child, faust_argv, settings_env
+from commands.local_run import RunOptions
+from commands.main import app
 from infra.consumer import EventConsumer, build_consumer, watermarks
 from infra.dead_letters import DeadLetterRouter
-from infra.local_run import Child, RunOptions, faust_argv, settings_env
 from infra.log_reader import read_topic
 from infra.producer import EventProducer
 from infra.settings import Settings
@@ -51,7 +53,7 @@ from sites import generate_sites
 from sites.tasks import generate_tasks
 from tests.chaos.conftest import Fault, assert_nothing_lost, chaos_run
 from tests.e2e.conftest import isolated_settings
-from tests.integration.browser_fleet import Episodes, WorkerProcess, worker_env
+from tests.integration.browser_fleet import Episodes
 
 IN_FLIGHT = 16
 EPISODES = 32
@@ -547,7 +549,7 @@ def _started(argv: list[str], env: dict[str, str], cwd: Path, marker: str) -> It
 
 def test_servers_started_with_their_defaults_bind_loopback(run_settings, tmp_path):
     env = {**settings_env(run_settings), "COLUMNS": "200"}
-    webgym = [sys.executable, "-m", "infra.cli"]
+    webgym = [sys.executable, "-m", "commands.main"]
     servers = {
         "webgym dashboard": ([*webgym, "dashboard", "--port", "0"], "dashboard of"),
         "webgym sites serve": (

@@ -13,7 +13,7 @@ from __future__ import annotations
 import uuid
 from collections import Counter, defaultdict
 
-from infra.local_run import RunOptions
+from commands.local_run import RunOptions
 from infra.log_reader import read_topic
 from infra.settings import Settings
 from tests.chaos.conftest import Fault, assert_nothing_lost, chaos_run

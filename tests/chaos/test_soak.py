@@ -2,7 +2,7 @@
 process under it, by proportional set size) must stay bounded.
 
 ``WEBGYM_CHAOS_SOAK_EPISODES`` changes the length (default 1,000, as the battery asks; CI runs
-150, with a fresh browser every 50, with ``make soak-short``). With ``WEBGYM_SOAK_RESULT`` set
+120, with a fresh browser every 40, with ``make soak-short``). With ``WEBGYM_SOAK_RESULT`` set
 (``make soak``), the row, with its provenance, is also written there: ``bench/results/soak.json``.
 Memory is sampled every few seconds from ``/proc``; the test compares the last fifth of the run
 with the first fifth after warm-up, writes the samples and the growth to the fault table, and fails
@@ -12,7 +12,6 @@ it).
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import time
@@ -21,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.local_run import RunOptions
+from commands.local_run import RunOptions
+from infra.provenance import write_result
 from tests.chaos.conftest import Fault, assert_nothing_lost, chaos_run, save_row
 
 # Its own CI step (`make soak`), longer than the default per-test timeout.
@@ -106,11 +106,7 @@ def test_one_browser_worker_serves_a_thousand_episodes_in_bounded_memory(run_set
     result.row["memory"] = growth
     save_row(run_settings, result.row, request.node.name)
     if os.environ.get("WEBGYM_SOAK_RESULT"):  # `make soak`: the full soak is a benchmark
-        from bench.provenance import provenance
-
-        out = Path(os.environ["WEBGYM_SOAK_RESULT"])
-        out.parent.mkdir(parents=True, exist_ok=True)
         record = {**result.row, "episodes": EPISODES, "allowed_growth_mb": ALLOWED_GROWTH_MB}
-        out.write_text(json.dumps({**record, "provenance": provenance()}, indent=2) + "\n")
+        write_result(Path(os.environ["WEBGYM_SOAK_RESULT"]), record)
     assert late - early <= ALLOWED_GROWTH_MB, growth
     assert late_py - early_py <= ALLOWED_GROWTH_MB / 3, growth

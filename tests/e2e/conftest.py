@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from infra.local_run import RunOptions, RunSummary, run_local, settings_env
-from infra.objects import build_minio, ensure_buckets
+from commands.children import settings_env
+from commands.local_run import RunOptions, RunSummary, run_local
+from infra.minio_store import build_minio, ensure_buckets
 from infra.settings import Settings
 from infra.topic_admin import build_admin, create_topics, delete_topics
 
@@ -34,7 +35,7 @@ def webgym_cli(
     """``webgym ARGS`` as a user runs it: a child process with these settings (and ``env`` on
     top), 200 columns wide, its output captured."""
     return subprocess.run(
-        [sys.executable, "-m", "infra.cli", *args],
+        [sys.executable, "-m", "commands.main", *args],
         env=settings_env(settings) | {"COLUMNS": "200"} | (env or {}),
         capture_output=True,
         text=True,

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from playwright.sync_api import sync_playwright
 
-from infra.local_run import Child, RunOptions, run_local, settings_env
+from commands.children import Child, settings_env
+from commands.local_run import RunOptions, run_local
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
@@ -29,7 +30,7 @@ def test_the_dashboard_shows_a_run_as_it_goes(run_settings, tmp_path):
     port = _free_port()
     dashboard = Child.start(
         "dashboard",
-        [sys.executable, "-m", "infra.cli", "dashboard", "--port", str(port)],
+        [sys.executable, "-m", "commands.main", "dashboard", "--port", str(port)],
         settings_env(run_settings),
         tmp_path,
     )

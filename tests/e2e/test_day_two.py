@@ -1,7 +1,7 @@
 """Day two: what a user meets after the first run, on a stack that already holds other runs,
 other task sets and a published policy version (the ``used_stack`` fixture).
 
-Each test runs the commands as a user runs them (``python -m infra.cli ...`` in a child process,
+Each test runs the commands as a user runs them (``python -m commands.main ...`` in a child process,
 or Faust's own ``faust worker``) and checks what they print and what they leave on the stack.
 """
 
@@ -23,9 +23,10 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import sync_playwright
 
-from infra.local_run import Child, RunOptions, RunSummary, faust_argv, run_local, settings_env
+from commands.children import Child, faust_argv, settings_env
+from commands.local_run import RunOptions, RunSummary, run_local
 from infra.log_reader import read_topic
-from infra.objects import build_minio
+from infra.minio_store import build_minio
 from infra.producer import EventProducer
 from infra.settings import Settings
 from infra.weights import publish_weights
@@ -335,7 +336,7 @@ def dashboard(used_stack, tmp_path_factory) -> Iterator[str]:
     port = _free_port()
     child = Child.start(
         "dashboard",
-        [sys.executable, "-m", "infra.cli", "dashboard", "--port", str(port)],
+        [sys.executable, "-m", "commands.main", "dashboard", "--port", str(port)],
         settings_env(used_stack.settings),
         tmp_path_factory.mktemp("dashboard"),
     )

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 import uuid
 
-from infra.local_run import RunFollower, RunOptions, run_local, start_sampling
+from commands.local_run import RunFollower, RunOptions, run_local, start_sampling
 from infra.log_reader import read_topic
 from infra.producer import now_ms
 

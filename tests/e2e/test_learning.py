@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import pytest
 
-from infra.experiment import LearnOptions, run_learning
+from commands.experiment import LearnOptions, run_learning
 from infra.log_reader import read_topic
-from infra.objects import build_minio
+from infra.minio_store import build_minio
 from infra.weights import read_manifest
 from tests.integration.model_servers import tiny_model_fixture  # noqa: F401
 
@@ -81,10 +81,10 @@ def test_webgym_eval_measures_a_version_and_records_it(run_settings, tiny_model,
     import subprocess
     import sys
 
-    from infra.local_run import settings_env
+    from commands.children import settings_env
 
     out, png = tmp_path / "curve.json", tmp_path / "curve.png"
-    argv = [sys.executable, "-m", "infra.cli", "eval", "--versions", "0",
+    argv = [sys.executable, "-m", "commands.main", "eval", "--versions", "0",
             "--model", str(tiny_model), "--pages", "click-dialog,focus-text", "--miniwob-seeds",
             "2", "--out", str(out),
             "--plot", str(png)]  # fmt: skip

@@ -16,7 +16,7 @@ import uuid
 
 from PIL import Image
 
-from infra.local_run import Child, faust_argv, settings_env
+from commands.children import Child, faust_argv, settings_env
 from infra.log_reader import read_topic
 from infra.producer import EventProducer, now_ms
 from tests.integration.model_servers import openai_server_fixture, tiny_model_fixture  # noqa: F401

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 
-from infra.local_run import RunOptions, run_local
+from commands.local_run import RunOptions, run_local
 from infra.log_reader import read_topic
 from tasks.miniwob import JUDGE_NAME, MARKS_SOLVABLE
 

@@ -21,10 +21,10 @@ import pytest
 
 from analytics.replay import load_replay, render_replay_html
 from analytics.rerun import rerun_episode
-from infra.local_run import settings_env
+from commands.children import settings_env
 from infra.log_reader import read_topic
 
-CLI = [sys.executable, "-m", "infra.cli", "replay"]
+CLI = [sys.executable, "-m", "commands.main", "replay"]
 
 
 def webgym_replay(settings, *args, timeout=180):

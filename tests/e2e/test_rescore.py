@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 
-from infra.local_run import settings_env
+from commands.children import settings_env
 from infra.log_reader import read_topic
 from streams.filters import is_success
 from tests.integration.model_servers import openai_server_fixture, tiny_model_fixture  # noqa: F401
@@ -16,7 +16,7 @@ from tests.integration.model_servers import openai_server_fixture, tiny_model_fi
 def _webgym(settings, *args):
     env = {**settings_env(settings), "COLUMNS": "200"}
     return subprocess.run(
-        [sys.executable, "-m", "infra.cli", *args], env=env, capture_output=True, text=True
+        [sys.executable, "-m", "commands.main", *args], env=env, capture_output=True, text=True
     )
 
 

@@ -13,8 +13,8 @@ import uuid
 from collections import Counter, defaultdict
 from urllib.parse import urlsplit
 
+from commands.local_run import RunOptions, run_local
 from infra.dead_letters import HEADER_OFFSET, HEADER_TOPIC
-from infra.local_run import RunOptions, run_local
 from infra.log_reader import read_topic
 from infra.producer import EventProducer
 from sites import generate_sites

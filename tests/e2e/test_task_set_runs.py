@@ -8,7 +8,8 @@ import uuid
 
 import pytest
 
-from infra.local_run import RunOptions, run_local, settings_env, start_sampling
+from commands.children import settings_env
+from commands.local_run import RunOptions, run_local, start_sampling
 from infra.log_reader import read_topic
 from tasks.publish import read_published_tasks
 from tasks.sets import UnknownTaskSet, is_member
@@ -89,7 +90,14 @@ def test_webgym_run_refuses_an_unknown_set_naming_those_that_exist(run_settings)
 
     # The test's settings whole: its topics have 4 partitions, which a process told 8 refuses.
     env = {**settings_env(run_settings), "COLUMNS": "200"}
-    argv = [sys.executable, "-m", "infra.cli", "run", "--task-set", "miniwob/heldout=1,nope/x=2"]
+    argv = [
+        sys.executable,
+        "-m",
+        "commands.main",
+        "run",
+        "--task-set",
+        "miniwob/heldout=1,nope/x=2",
+    ]
     completed = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
     assert completed.returncode == 1, completed.stdout + completed.stderr
     error = " ".join(completed.stderr.split())  # one message (the console wraps it at 80)

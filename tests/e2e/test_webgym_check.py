@@ -12,7 +12,7 @@ import uuid
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from analytics.check import TOPICS
-from analytics.check_cli import check_run
+from commands.check import check_run
 from infra.consumer import build_consumer, watermarks
 from infra.log_reader import read_topic
 from infra.producer import EventProducer, build_producer

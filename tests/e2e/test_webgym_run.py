@@ -19,7 +19,7 @@ def test_webgym_run_runs_the_loop_and_writes_its_summary(run_settings, tmp_path)
     argv = [
         sys.executable,
         "-m",
-        "infra.cli",
+        "commands.main",
         "run",
         "--episodes",
         "6",

@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 
 from analytics.episodes import TOPICS
-from infra.local_run import settings_env
+from commands.children import settings_env
 from infra.log_reader import read_topic
 from streams.filters import is_success
 from tests.e2e.conftest import webgym_cli
@@ -173,7 +173,7 @@ def test_prometheus_endpoint_serves_the_figures(finished_run, log):
         port = probe.getsockname()[1]
     env = settings_env(finished_run.settings) | {"COLUMNS": "200"}
     process = subprocess.Popen(
-        [sys.executable, "-m", "infra.cli", "stats", "--follow", "--metrics-port", str(port)],
+        [sys.executable, "-m", "commands.main", "stats", "--follow", "--metrics-port", str(port)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -1,75 +1,15 @@
-"""Helpers for browser-worker tests: run workers as real processes, drive episodes by events."""
+"""Helpers for browser-worker tests: drive episodes by events (the worker processes themselves
+are :mod:`bench.fleet`'s, shared with the benchmarks)."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
-import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from infra.consumer import ConsumedEvent, EventConsumer
 from infra.producer import EventProducer, now_ms
 from infra.settings import Settings
-
-
-def worker_env(settings: Settings, practice_web_port: int) -> dict[str, str]:
-    return {
-        **os.environ,
-        "WEBGYM_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
-        "WEBGYM_TOPIC_PREFIX": settings.topic_prefix,
-        "WEBGYM_DEFAULT_PARTITIONS": str(settings.default_partitions),
-        "WEBGYM_PRACTICE_WEB_ADDRESS": f"127.0.0.1:{practice_web_port}",
-        "WEBGYM_STATE_DIR": str(settings.state_dir),
-    }
-
-
-@dataclass
-class WorkerProcess:
-    """A `webgym worker browser` process this test started (and only ever kills)."""
-
-    process: subprocess.Popen
-    log: Path
-
-    @classmethod
-    def start(cls, env: dict[str, str], log_dir: Path, group: str, *extra: str) -> WorkerProcess:
-        log = log_dir / f"worker-{uuid.uuid4().hex[:6]}.log"
-        handle = log.open("wb")
-        process = subprocess.Popen(
-            [sys.executable, "-m", "infra.cli", "worker", "browser", "--group", group, *extra],
-            env=env,
-            stdout=handle,
-            stderr=subprocess.STDOUT,
-        )
-        worker = cls(process, log)
-        worker.wait_for("assigned", timeout=60)
-        return worker
-
-    def wait_for(self, text: str, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if text in self.log.read_text(errors="replace"):
-                return
-            if self.process.poll() is not None:
-                raise AssertionError(f"worker exited:\n{self.log.read_text()[-3000:]}")
-            time.sleep(0.2)
-        raise AssertionError(f"worker never logged {text!r}:\n{self.log.read_text()[-3000:]}")
-
-    def kill(self) -> None:
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(timeout=30)
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.kill()
 
 
 @dataclass

@@ -16,11 +16,12 @@ from PIL import Image
 from playwright.async_api import async_playwright
 
 from agents.browser.pool import BrowserPool
+from bench.fleet import WorkerProcess, worker_env
 from infra.consumer import EventConsumer, build_consumer
 from infra.dead_letters import DeadLetterRouter
 from sites import generate_sites
 from sites.server import PracticeWebServer
-from tests.integration.browser_fleet import Episodes, WorkerProcess, worker_env
+from tests.integration.browser_fleet import Episodes
 from tests.integration.helpers import drain
 from tests.samples import sample
 

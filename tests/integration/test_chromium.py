@@ -6,7 +6,7 @@ import io
 
 from PIL import Image
 
-from infra.smoke import VIEWPORT, screenshot, serve_page
+from commands.smoke import VIEWPORT, screenshot, serve_page
 
 
 def test_screenshot_of_a_local_page(settings):

@@ -10,7 +10,7 @@ from agents.policy.backends.latency_model import LatencyModelBackend
 from agents.policy.main import BackendOptions, serving_shape
 from agents.policy.worker import PolicyWorker, PolicyWorkerConfig
 from agents.policy.workload import WorkloadSpec, inference_latency_s
-from tests.integration.policy_requests import ask
+from bench.fleet import ask
 from tests.integration.test_policy_worker import _inferences, running
 
 TASK_ID = "x-001-hard"  # its difficulty is in its id; hard episodes answer late, not at step 1

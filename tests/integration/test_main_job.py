@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from infra.smoke import run_smoke
+from commands.smoke import run_smoke
 
 
 def test_smoke_job_round_trips_a_screenshot(settings):
@@ -17,7 +17,10 @@ def test_smoke_job_round_trips_a_screenshot(settings):
 
 def test_webgym_smoke_exits_zero(stack_settings):
     completed = subprocess.run(
-        [sys.executable, "-m", "infra.cli", "smoke"], capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "commands.main", "smoke"],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert completed.returncode == 0, completed.stderr
     assert "ok episode smoke-" in completed.stdout

@@ -6,7 +6,7 @@ import hashlib
 import os
 import uuid
 
-from infra.objects import build_minio, ensure_buckets, put_bytes, read_bytes
+from infra.minio_store import build_minio, ensure_buckets, put_bytes, read_bytes
 
 
 def test_object_round_trip(settings):

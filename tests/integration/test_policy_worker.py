@@ -14,7 +14,8 @@ from agents.policy.backends.openai_http import OpenAIBackend
 from agents.policy.main import BackendOptions, backend_factory
 from agents.policy.tiny_model import build_tiny_vl_model
 from agents.policy.worker import PolicyWorker, PolicyWorkerConfig
-from infra.objects import build_minio, put_bytes
+from bench.fleet import ask
+from infra.minio_store import build_minio, put_bytes
 from infra.weights import publish_weights, version_prefix
 from sites import generate_sites
 from sites.tasks import generate_tasks
@@ -23,7 +24,6 @@ from tests.integration.model_servers import (  # noqa: F401
     openai_server_fixture,
     tiny_model_fixture,
 )
-from tests.integration.policy_requests import ask
 
 
 @contextmanager

@@ -12,22 +12,21 @@ import uuid
 
 import torch
 
-from agents.policy.context import Current, build_context
 from agents.policy.main import BackendOptions, backend_factory
-from agents.policy.parser import format_reply
 from agents.policy.tiny_model import build_tiny_vl_model
 from agents.policy.worker import PolicyWorker, PolicyWorkerConfig
-from infra.objects import build_minio
+from bench.fleet import INSTRUCTION, ask, jpeg
+from infra.minio_store import build_minio
 from infra.weights import publish_weights
 from learner.objective import _template_messages
 from learner.samples import Sample
 from learner.trainer import Trainer, TrainerConfig
+from schemas.prompt.context import Current, build_context
+from schemas.prompt.reply import format_reply
 from tests.integration.model_servers import tiny_model_fixture  # noqa: F401
-from tests.integration.policy_requests import ask, jpeg
 from tests.integration.test_policy_worker import _inferences, running
 
 MAX_NEW_TOKENS = 12
-INSTRUCTION = "Find the price of the blue kettle."  # what policy_requests.ask sends
 
 
 def _worker(settings, factory, base_model: str, policy_name: str) -> PolicyWorker:

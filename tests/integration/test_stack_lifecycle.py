@@ -17,7 +17,7 @@ import pytest
 
 from infra.topics import TOPICS
 
-WEBGYM = [sys.executable, "-m", "infra.cli"]
+WEBGYM = [sys.executable, "-m", "commands.main"]
 
 
 def _free_ports(count: int) -> list[int]:

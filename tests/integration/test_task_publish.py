@@ -119,7 +119,7 @@ def _cli(settings: Settings, *args: str) -> subprocess.CompletedProcess:
         "COLUMNS": "200",  # keep rich tables and messages on one line each
     }
     return subprocess.run(
-        [sys.executable, "-m", "infra.cli", "tasks", *args],
+        [sys.executable, "-m", "commands.main", "tasks", *args],
         cwd=REPO,
         env=env,
         capture_output=True,

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from infra.objects import build_minio, put_bytes, read_bytes
+from infra.minio_store import build_minio, put_bytes, read_bytes
 from infra.weights import (
     WeightsRejected,
     fetch_weights,

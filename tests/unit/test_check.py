@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from analytics import check_cli
-from analytics.check import INVARIANTS, At, CheckReport, InvariantFold
-from analytics.log_tail import TailEvent
-from infra.cli import app
+from analytics.check import INVARIANTS, CheckReport, InvariantFold
+from analytics.check_episode import At
+from commands import check as check_cli
+from commands.main import app
 from infra.dead_letters import dead_letter
-from infra.log_reader import LoggedEvent
+from infra.log_reader import LoggedEvent, TopicEvent
 from schemas.serde import CorruptEventError, EventDecodeError, default_catalog
 from streams.filters import is_success
 from streams.orchestrator import Rules, on_inference, on_observation, on_started, on_timer
@@ -108,7 +108,7 @@ class Log:
         self.entries = [e for e in self.entries if e["record"] is not record]
 
     def check(self, run_id: str | None = None) -> CheckReport:
-        """The fold fed as the reader feeds it: TailEvents of LoggedEvents."""
+        """The fold fed as the reader feeds it: TopicEvents of LoggedEvents."""
         fold = InvariantFold(run_id, "webgym")
         events = []
         for entry in self.entries:
@@ -132,7 +132,7 @@ class Log:
                     record,
                     entry["headers"],
                 )
-            events.append(TailEvent(at.topic, logged))
+            events.append(TopicEvent(at.topic, logged))
         fold.apply_all(events)
         return fold.report()
 

@@ -7,7 +7,7 @@ import socket
 import pytest
 from typer.testing import CliRunner
 
-from infra.cli import app
+from commands.main import app
 from infra.settings import load_settings
 
 runner = CliRunner()
@@ -129,13 +129,13 @@ def test_bad_task_sets_are_refused_before_anything_starts(arguments, message):
 
 
 def test_an_unknown_task_set_is_an_error_naming_the_sets_that_exist(monkeypatch):
-    import infra.local_run
+    import commands.run
     from tasks.sets import UnknownTaskSet
 
     def run_local(settings, options, **kwargs):
         raise UnknownTaskSet(["miniwob/tarin"], {"miniwob/train": 2200})
 
-    monkeypatch.setattr(infra.local_run, "run_local", run_local)
+    monkeypatch.setattr(commands.run, "run_local", run_local)
     result = runner.invoke(app, ["run", "--task-set", "miniwob/tarin"])
     assert result.exit_code == 1
     message = " ".join(result.output.split())

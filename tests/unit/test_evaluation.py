@@ -7,8 +7,8 @@ import pytest
 
 from analytics.evaluation import VersionTally, curve, task_family
 from analytics.plots import write_learning_curve
-from infra.experiment import LearnOptions, Timeline, result, staleness, trainable_steps
-from infra.learning_cli import parse_versions
+from commands.experiment import LearnOptions, Timeline, result, staleness, trainable_steps
+from commands.learning import parse_versions
 from infra.settings import SettingsError
 from infra.tensorboard import ScalarLog
 from schemas.serde import default_catalog

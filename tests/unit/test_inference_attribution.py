@@ -19,9 +19,9 @@ from analytics.episodes import EpisodeFold
 from analytics.stats import RunStats
 from infra.settings import Settings
 from schemas.serde import default_catalog
-from streams.trajectories import assemble
-from tests.vllm_server_standin import StandInVLLMServer, serving
+from streams.assembler import assemble
 from tests.unit.test_vllm_backend import fake_vllm  # noqa: F401 - a fixture
+from tests.vllm_server_standin import StandInVLLMServer, serving
 
 
 class RecordingProducer:

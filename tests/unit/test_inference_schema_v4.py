@@ -33,7 +33,7 @@ def test_an_old_event_keeps_its_version_and_has_no_sampling():
 
 def test_v4_records_no_version_for_a_backend_without_weights_and_the_sampling():
     catalog = default_catalog()
-    assert catalog.latest("inference").version == 4
+    assert catalog.latest("inference").version >= 4
     scripted = {**V3, "policy_version": None, "backend": "scripted"}
     assert catalog.decode(catalog.encode("inference", scripted)).record["policy_version"] is None
     sampled = {**V3, "temperature": 0.7, "top_p": 0.95}

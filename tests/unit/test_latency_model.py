@@ -18,9 +18,9 @@ from typer.testing import CliRunner
 from agents.policy.backends import ChatRequest
 from agents.policy.backends.latency_model import UNKNOWN_ANSWER, LatencyModelBackend, batch_of
 from agents.policy.main import BackendOptions, backend_factory, serving_shape
-from agents.policy.parser import ParsedReply, parse_reply
 from agents.policy.workload import WorkloadSpec, episode_length, inference_latency_s
-from infra.cli import app
+from commands.main import app
+from schemas.prompt.reply import ParsedReply, parse_reply
 from sites import generate_sites
 from sites.tasks import generate_tasks
 

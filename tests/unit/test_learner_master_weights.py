@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agents.policy.parser import format_reply
 from agents.policy.tiny_model import build_tiny_vl_model
 from learner.objective import reply_loss
 from learner.samples import Sample
 from learner.trainer import MasterWeights, Trainer, TrainerConfig
+from schemas.prompt.reply import format_reply
 
 STEPS = 4
 

@@ -9,11 +9,11 @@ import torch
 from PIL import Image
 from transformers import AutoModelForImageTextToText, AutoProcessor
 
-from agents.policy.context import Current, build_context
-from agents.policy.parser import format_reply
 from agents.policy.tiny_model import build_tiny_vl_model
 from learner.objective import IGNORE, encode, reply_loss
 from learner.samples import Sample
+from schemas.prompt.context import Current, build_context
+from schemas.prompt.reply import format_reply
 
 
 @pytest.fixture(scope="module")

@@ -10,12 +10,12 @@ from PIL import Image
 
 from agents.policy.backends import ChatRequest
 from agents.policy.backends.local import LocalBackend
-from agents.policy.context import Current, build_context
 from agents.policy.main import BackendOptions, backend_factory
-from agents.policy.parser import format_reply
 from agents.policy.tiny_model import build_tiny_vl_model
 from learner.samples import Sample
 from learner.trainer import Trainer, TrainerConfig
+from schemas.prompt.context import Current, build_context
+from schemas.prompt.reply import format_reply
 
 
 @pytest.fixture(scope="module")

@@ -9,11 +9,10 @@ import copy
 import io
 import json
 import logging
-from asyncio import sleep as real_sleep  # the backoff test replaces asyncio.sleep
+from asyncio import sleep as real_sleep
 from pathlib import Path
 from typing import Any
 
-import httpx
 import openai
 import pytest
 from openai.types.chat import ChatCompletion
@@ -27,6 +26,7 @@ from streams.judges.llm import (
     LLMRubricJudge,
     parse_judgement,
 )
+from tests.llm_fakes import REQUEST, completion, status_error
 
 REPLIES = Path(__file__).parents[1] / "data" / "judge_replies"
 
@@ -217,24 +217,6 @@ def test_without_a_reference_matches_reference_must_be_null():
 # -- the request ----------------------------------------------------------------------------
 
 
-def completion(content: str | None, finish_reason: str = "stop") -> ChatCompletion:
-    return ChatCompletion.model_validate(
-        {
-            "id": "chatcmpl-1",
-            "object": "chat.completion",
-            "created": 1_795_000_000,
-            "model": "judge",
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": content},
-                    "finish_reason": finish_reason,
-                }
-            ],
-        }
-    )
-
-
 class FakeClient:
     """`AsyncOpenAI`'s `chat.completions.create`, answering from a script of replies/errors."""
 
@@ -254,9 +236,9 @@ class FakeClient:
 
 
 def judge(script: list[ChatCompletion | Exception], **options: Any) -> LLMRubricJudge:
-    return LLMRubricJudge(
-        "http://judge.invalid/v1", "judge-model", client=FakeClient(script), backoff_s=0, **options
-    )
+    options = {"backoff_s": 0, **options}
+    client = FakeClient(script)
+    return LLMRubricJudge("http://judge.invalid/v1", "judge-model", client=client, **options)
 
 
 def run(coro):
@@ -273,7 +255,7 @@ def test_the_request_lists_every_fact_id_and_sends_the_last_k_screenshots():
     shots = [image("JPEG", (1, 1, 1)), image("PNG", (2, 2, 2)), image("JPEG", (3, 3, 3))]
     score = run(made.score(TASK, TRAJECTORY, shots))
     assert score.reward == 1.0 and score.judge_error is None
-    (request,) = made._client.requests
+    (request,) = made.llm._client.requests
     assert request["model"] == "judge-model"
     assert request["max_tokens"] == 333
     system, user = request["messages"]
@@ -298,7 +280,7 @@ def test_the_request_lists_every_fact_id_and_sends_the_last_k_screenshots():
 def test_without_a_reference_the_prompt_asks_for_null():
     made = judge([completion(reply("all_satisfied.json"))])
     run(made.score(no_reference(), TRAJECTORY, []))
-    text = made._client.requests[0]["messages"][1]["content"][0]["text"]
+    text = made.llm._client.requests[0]["messages"][1]["content"][0]["text"]
     assert "Reference answer: none (matches_reference must be null)" in text
 
 
@@ -307,7 +289,7 @@ def test_no_final_answer_scores_zero_without_asking_the_model(final_answer):
     made = judge([completion(reply("all_satisfied.json"))])
     trajectory = {**TRAJECTORY, "final_answer": final_answer, "termination": "horizon"}
     score = run(made.score(TASK, trajectory, [image("JPEG")]))
-    assert made.calls == 0 and made._client.requests == []
+    assert made.calls == 0 and made.llm._client.requests == []
     assert score.reward == 0.0 and score.judge_error is None
     assert [v["fact_group_id"] for v in score.verdicts] == [
         ANSWER_SUPPORTED_GROUP,
@@ -325,7 +307,7 @@ def test_an_over_long_answer_scores_zero_without_asking_the_model():
     assert len(page_dump) > 163
     made = judge([completion(reply("all_satisfied.json"))])
     score = run(made.score(TASK, {**TRAJECTORY, "final_answer": page_dump}, [image("JPEG")]))
-    assert made.calls == 0 and made._client.requests == []
+    assert made.calls == 0 and made.llm._client.requests == []
     assert score.reward == 0.0 and score.judge_error is None
     assert len(score.verdicts) == 5 and not any(v["satisfied"] for v in score.verdicts)
     assert {v["rationale"] for v in score.verdicts} == {
@@ -352,7 +334,7 @@ def test_without_a_reference_there_is_no_length_limit():
 def test_the_prompt_fails_answers_that_hedge_over_candidates():
     made = judge([completion(reply("all_satisfied.json"))])
     run(made.score(TASK, TRAJECTORY, []))
-    system = made._client.requests[0]["messages"][0]["content"]
+    system = made.llm._client.requests[0]["messages"][0]["content"]
     assert "hedges over several candidates" in system
     assert "every fact is not satisfied and matches_reference is false" in system
 
@@ -374,7 +356,7 @@ def test_a_rubric_with_duplicate_group_ids_is_a_judge_error_without_a_call():
 
 def test_garbage_then_a_valid_reply_succeeds_after_two_calls(caplog):
     made = judge([completion(reply("prose.txt")), completion(reply("all_satisfied.json"))])
-    with caplog.at_level(logging.WARNING, logger="streams.judges.llm"):
+    with caplog.at_level(logging.WARNING, logger="infra.openai_client"):
         score = run(made.score(TASK, TRAJECTORY, [image("JPEG")]))
     assert made.calls == 2
     assert score.reward == 1.0 and score.judge_error is None
@@ -406,13 +388,6 @@ def test_a_reply_cut_at_max_tokens_is_rejected_even_if_it_parses():
     score = run(made.score(TASK, TRAJECTORY, []))
     assert score.reward == 0.0
     assert "reply cut at max_tokens=1024 (finish_reason 'length')" in score.judge_error
-
-
-REQUEST = httpx.Request("POST", "http://judge.invalid/v1/chat/completions")
-
-
-def status_error(cls: type[openai.APIStatusError], code: int) -> openai.APIStatusError:
-    return cls(f"Error code: {code}", response=httpx.Response(code, request=REQUEST), body=None)
 
 
 @pytest.mark.parametrize(
@@ -455,17 +430,39 @@ def test_bad_credentials_are_raised():
         run(made.score(TASK, TRAJECTORY, []))
 
 
-def test_backoff_is_exponential_and_capped(monkeypatch):
+def test_backoff_is_exponential_and_capped():
     delays: list[float] = []
 
     async def sleep(seconds: float) -> None:
         delays.append(seconds)
 
-    monkeypatch.setattr("streams.judges.llm.asyncio.sleep", sleep)
-    made = judge([completion("")], max_attempts=7)
-    made.backoff_s = 0.5
+    made = judge([openai.APIConnectionError(request=REQUEST)], max_attempts=7, backoff_s=0.5)
+    made.llm._sleep = sleep
     run(made.score(TASK, TRAJECTORY, []))
     assert delays == [0.5, 1.0, 2.0, 4.0, 8.0, 8.0]
+
+
+def test_a_bad_reply_is_retried_at_once_showing_the_model_its_reply():
+    delays: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        delays.append(seconds)
+
+    made = judge([completion(reply("prose.txt")), completion(reply("all_satisfied.json"))])
+    made.llm._sleep = sleep
+    score = run(made.score(TASK, TRAJECTORY, []))
+    assert score.reward == 1.0 and delays == []
+    first, second = made.llm._client.requests
+    assert second["messages"][:2] == first["messages"]
+    assert second["messages"][2] == {"role": "assistant", "content": reply("prose.txt")}
+    assert second["messages"][3]["content"].startswith("Your reply was rejected: reply is not")
+
+
+def test_a_reasoning_block_before_the_judgement_is_ignored():
+    thought = "<think>The kettle is blue; the price shows $24.99.</think>\n"
+    made = judge([completion(thought + reply("all_satisfied.json"))])
+    score = run(made.score(TASK, TRAJECTORY, []))
+    assert made.calls == 1 and score.reward == 1.0 and score.judge_error is None
 
 
 def test_slow_judgements_run_concurrently():

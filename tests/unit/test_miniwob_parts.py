@@ -9,8 +9,8 @@ import pytest
 
 from agents.policy.backends import ChatRequest
 from agents.policy.backends.heuristic import HeuristicBackend, plan_for, read_context
-from agents.policy.context import Current, build_context
-from agents.policy.parser import parse_reply
+from schemas.prompt.context import Current, build_context
+from schemas.prompt.reply import parse_reply
 from schemas.serde import default_catalog
 from sites import generate_sites
 from sites.server import PracticeWebServer
@@ -51,7 +51,7 @@ def test_the_static_host_serves_package_files_and_nothing_outside():
 
 
 def _context(utterance: str, marks: list[dict], memory_reply: str | None = None) -> list[dict]:
-    from agents.policy.context import Step
+    from schemas.prompt.context import Step
 
     history = []
     if memory_reply is not None:

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from agents.policy.context import Current, Step, build_context
-from agents.policy.parser import format_reply
+from schemas.prompt.context import Current, Step, build_context
+from schemas.prompt.reply import format_reply
 from schemas.serde import default_catalog
 from sites import generate_sites
 from sites.tasks import generate_tasks
@@ -479,6 +479,30 @@ def test_a_backend_that_keeps_failing_aborts_the_episode_with_its_error():
     outputs = encoded(t)
     assert outputs[0].record["kind"] == "aborted"  # no reply at all, unlike a model's bad one
     assert outputs[0].record["reason"] == f"parse errors: 3 unparseable replies (last: {timed_out})"
+
+
+def test_a_backend_error_is_a_field_and_shown_as_no_reply():
+    state = navigating(HARD)
+    state = on_observation(state, observation(0), 0, 1, T0).state
+    for step in (1, 2, 3):
+        failed = {
+            **inference(step, None),
+            "parse_error": None,
+            "backend_error": "no answer within 1 s",
+            "raw_text": "",
+        }
+        t = on_inference(state, failed, T0 + step)
+        state = t.state
+        if step == 1:
+            notes = json.loads(only(t).record["messages_json"])[-1]["content"][0]["text"]
+            assert "No reply was received for the previous step" in notes
+            assert "could not be parsed" not in notes
+    outputs = encoded(t)
+    assert outputs[0].record["kind"] == "aborted"
+    assert outputs[0].record["reason"] == (
+        "parse errors: 3 unparseable replies (last: backend error: no answer within 1 s)"
+    )
+    assert [s["parse_error"] for s in outputs[1].record["steps"]] == [None] * 3
 
 
 def test_one_unparseable_reply_over_the_budget_ends_the_episode():

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from agents.policy.context import Current, Step, build_context, summarise, system_prompt
-from agents.policy.parser import format_reply
+from schemas.prompt.context import Current, Step, build_context, summarise, system_prompt
+from schemas.prompt.reply import format_reply
 
 
 def _step(i: int, memory: str = "", changed: bool = True, parse_error: str | None = None) -> Step:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agents.policy.parser import ACTIONS, ParsedReply, ParseError, format_reply, parse_reply
+from schemas.prompt.reply import ACTIONS, ParsedReply, ParseError, format_reply, parse_reply
 
 
 def _call(arguments: dict) -> str:

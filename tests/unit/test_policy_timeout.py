@@ -13,11 +13,11 @@ from typer.testing import CliRunner
 
 from agents.policy.backends import ChatRequest, Generation
 from agents.policy.backends.latency_model import LatencyModelBackend
-from agents.policy.parser import format_reply
 from agents.policy.worker import Pending, PolicyWorker, PolicyWorkerConfig
 from agents.policy.workload import WorkloadSpec
-from infra.cli import app
+from commands.main import app
 from infra.settings import Settings
+from schemas.prompt.reply import format_reply
 from schemas.serde import default_catalog
 
 CLICK = {"kind": "left_click", "x": 10, "y": 20}
@@ -110,7 +110,7 @@ def test_a_call_past_the_timeout_gets_one_error_per_request_and_its_late_reply_i
     assert [e["request_event_id"] for e in events] == ["ep-a:1:infer", "ep-b:1:infer"]
     for event in events:
         assert event["action"] is None
-        assert event["parse_error"] == "backend error: no answer within 0.2 s"
+        assert (event["parse_error"], event["backend_error"]) == (None, "no answer within 0.2 s")
     assert (worker.stats["timeouts"], worker.stats["late_replies_dropped"]) == (1, 0)
     assert len(worker._abandoned) == 1
 
@@ -127,7 +127,7 @@ def test_a_cancellable_backend_stops_at_the_timeout():
     worker = _worker(backend, timeout_s=0.2)
     worker._serve(_batch("slow-000001"))
     [event] = worker.producer.events
-    assert event["parse_error"] == "backend error: no answer within 0.2 s"
+    assert (event["parse_error"], event["backend_error"]) == (None, "no answer within 0.2 s")
     _wait_until(lambda: not worker._abandoned, timeout_s=2.0)
     assert worker.producer.events == [event]
 
@@ -140,8 +140,8 @@ def test_other_batches_are_served_while_a_timed_out_call_still_runs():
     assert worker._slot_free(serving=0)  # one slot of two is held: the other still serves
     assert not worker._slot_free(serving=1)
     worker._serve(_batch("ep-next"))
-    assert [e["parse_error"] for e in worker.producer.events] == [
-        "backend error: no answer within 0.1 s",
+    assert [e["backend_error"] for e in worker.producer.events] == [
+        "no answer within 0.1 s",
         None,
     ]
     backend.release.set()
@@ -178,8 +178,8 @@ class FailingBackend:
 @pytest.mark.parametrize(
     ("backend", "error"),
     [
-        (ShortBackend(), "backend error: RuntimeError: 1 replies to 3 requests"),
-        (FailingBackend(), "backend error: RuntimeError: out of memory"),
+        (ShortBackend(), "RuntimeError: 1 replies to 3 requests"),
+        (FailingBackend(), "RuntimeError: out of memory"),
     ],
 )
 def test_a_failing_backend_gets_exactly_one_error_per_request(backend, error):
@@ -191,7 +191,7 @@ def test_a_failing_backend_gets_exactly_one_error_per_request(backend, error):
         "ep-b:1:infer",
         "ep-c:1:infer",
     ]
-    assert {e["parse_error"] for e in events} == {error}
+    assert {(e["parse_error"], e["backend_error"]) for e in events} == {(None, error)}
 
 
 def test_the_timeout_comes_from_the_settings_unless_given():

@@ -8,7 +8,7 @@ import pytest
 
 from agents.policy.backends import ChatRequest
 from agents.policy.backends.scripted import WRONG_ANSWER, ScriptedBackend
-from agents.policy.parser import ParsedReply, parse_reply
+from schemas.prompt.reply import ParsedReply, parse_reply
 from sites import generate_sites
 from sites.tasks import generate_tasks
 from sites.verifier import verify

@@ -8,8 +8,8 @@ from collections import Counter
 import pytest
 from typer.testing import CliRunner
 
+from commands.sites import sites_app
 from sites import DOMAINS, generate_sites
-from sites.cli import sites_app
 from sites.routes import Request, SiteApp
 from sites.themes import FONTS, contrast
 

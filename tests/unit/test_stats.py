@@ -15,8 +15,8 @@ from analytics.errors import AnalyticsError
 from analytics.plots import CHARTS, write_plots
 from analytics.prometheus import StatsCollector
 from analytics.stats import RunStats, distribution, percentile, timeline, wilson_interval
-from analytics.stats_cli import parse_since
 from analytics.stats_table import render
+from commands.stats import parse_since
 
 RUN = "runA"
 
@@ -213,6 +213,7 @@ def test_parse_error_and_repetition_rates(events):
     assert steps == {
         "steps": 7,
         "parse_errors": 1,
+        "backend_errors": 0,
         "parse_error_rate": 1 / 7,
         "trajectory_steps": 7,
         "repeated_steps": 1,

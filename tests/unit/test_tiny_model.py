@@ -138,8 +138,8 @@ def test_sampling_is_reproducible_and_leaves_the_global_rng_alone(checkpoint: Pa
 
 def test_tokenizer_reads_the_prompt_and_the_pages_in_few_tokens(checkpoint: Path) -> None:
     """What makes the tiny policy trainable on a CPU: short contexts, page words whole."""
-    from agents.policy.context import Current, build_context, system_prompt
     from agents.policy.tiny_model import TOOL_CALL_PREFIX
+    from schemas.prompt.context import Current, build_context, system_prompt
     from tasks.miniwob import word_lists
 
     tokenizer = AutoProcessor.from_pretrained(checkpoint).tokenizer

@@ -1,5 +1,6 @@
 from infra.settings import Settings
-from infra.topics import TOPICS, topic_spec
+from infra.topics import TOPICS, episode_topics, event_type, topic_spec
+from schemas.serde import default_catalog
 
 DESIGN_TOPICS = {
     "tasks",
@@ -48,3 +49,16 @@ def test_screenshot_topics_admit_large_messages():
 def test_names_use_the_prefix():
     settings = Settings(topic_prefix="lab7")
     assert topic_spec("ops.act").name(settings) == "lab7.ops.act"
+
+
+def test_every_topic_names_an_event_type_the_catalog_holds():
+    catalog = default_catalog()
+    for spec in TOPICS:
+        assert catalog.latest(spec.event_type).event_type == spec.event_type, spec.suffix
+    assert event_type("observations") == "observation"
+    assert event_type("trajectories.success") == event_type("trajectories.scored")
+
+
+def test_episode_topics_are_the_episode_keyed_rows_in_table_order():
+    assert episode_topics()[:2] == ("episodes", "ops.navigate")
+    assert "tasks" not in episode_topics() and "dlq" not in episode_topics()

@@ -9,16 +9,17 @@ from urllib.parse import urljoin
 
 import pytest
 
-from agents.policy.parser import format_reply
 from infra.settings import Settings
+from schemas.prompt.reply import format_reply
+from schemas.purpose import is_eval
 from schemas.serde import default_catalog
 from sites import generate_sites
 from sites.tasks import generate_tasks
 from sites.verifier import JUDGE_NAME, JUDGE_VERSION
+from streams.assembler import assemble
 from streams.filters import (
     SCORE_FIELDS,
     detect_block,
-    is_eval,
     is_success,
     reaches_learner,
     trainable_steps,
@@ -26,7 +27,6 @@ from streams.filters import (
 from streams.judges import Score
 from streams.judging import Judging, PracticeWebJudge, scored_event
 from streams.orchestrator import Rules, on_inference, on_observation, on_started
-from streams.trajectories import assemble
 
 TASKS = generate_tasks(generate_sites(count=3))
 MEDIUM = next(t for t in TASKS if t["difficulty"] == "medium")

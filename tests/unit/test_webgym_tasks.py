@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
+from commands.tasks import tasks_app
 from schemas.serde import default_catalog
-from tasks.cli import tasks_app
 from tasks.split import SplitError, check_split, split_by_website, website_key
 from tasks.stats import task_stats
 from tasks.webgym_format import (

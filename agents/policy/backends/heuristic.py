@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agents.policy.backends import ChatRequest, Generation
-from agents.policy.parser import format_reply
+from schemas.prompt.reply import format_reply
 
 Mark = dict[str, str]
 Step = Callable[[list[Mark]], dict[str, Any] | None]

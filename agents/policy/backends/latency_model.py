@@ -64,8 +64,9 @@ from typing import Any
 from urllib.parse import urljoin
 
 from agents.policy.backends import ChatRequest, Generation
-from agents.policy.parser import format_reply
 from agents.policy.workload import WorkloadSpec, episode_length, inference_latency_s
+from schemas.event_ids import run_id_of
+from schemas.prompt.reply import format_reply
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +77,7 @@ DEFAULT_SYNC_TIMEOUT_S = 60.0  # well inside the orchestrator's episode lease (1
 
 def batch_of(episode_id: str) -> str:
     """The run id of ``<run_id>-<n:06d>``: the synchronous batch an episode belongs to."""
-    return episode_id.rsplit("-", 1)[0]
+    return run_id_of(episode_id)
 
 
 class LatencyModelBackend:

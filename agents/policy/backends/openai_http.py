@@ -4,6 +4,10 @@ Images travel as base64 data URLs. Requests of a batch run concurrently (the ser
 them). Token ids are not part of the OpenAI API and stay empty; log-probabilities are returned
 when the server provides them (vLLM's are of the unmodified distribution). Every request carries
 the backend's temperature and top-p (greedy by default), and every reply records them.
+Requests go through :class:`infra.openai_client.ChatClient`: its API-key rule and its one retry
+policy (transient failures retried up to 3 attempts with capped backoff; a refused request or
+exhausted attempts raise, and the worker answers the batch with an error). The reply text is
+kept as the model wrote it, reasoning included: it is what the log-probabilities score.
 
 Policy versions on a vLLM server (`vllm serve --enable-lora` with
 `VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`): :class:`LoraAdapters` loads a published LoRA version
@@ -18,7 +22,6 @@ workers of the same server may still serve an older version.
 
 from __future__ import annotations
 
-import base64
 import copy
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -26,14 +29,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from openai import OpenAI
 
 from agents.policy.backends import ChatRequest, Generation, Sampling
+from infra.openai_client import ChatClient, image_part, resolve_api_key
 from infra.weights import fetched_version
-
-
-def _mime(image: bytes) -> str:
-    return "image/png" if image.startswith(b"\x89PNG") else "image/jpeg"
 
 
 def to_openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -41,15 +40,9 @@ def to_openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for message in messages:
         content = message["content"]
         if isinstance(content, list):
-            parts = []
-            for part in content:
-                if part["type"] == "image":
-                    encoded = base64.b64encode(part["image"]).decode()
-                    url = f"data:{_mime(part['image'])};base64,{encoded}"
-                    parts.append({"type": "image_url", "image_url": {"url": url}})
-                else:
-                    parts.append(part)
-            content = parts
+            content = [
+                image_part(part["image"]) if part["type"] == "image" else part for part in content
+            ]
         converted.append({"role": message["role"], "content": content})
     return converted
 
@@ -61,17 +54,19 @@ class OpenAIBackend:
         self,
         base_url: str,
         model: str,
-        api_key: str = "not-needed",
+        api_key: str | None = None,
         max_tokens: int = 512,
         temperature: float = 0.0,
         concurrency: int = 8,
         timeout_s: float = 120.0,
         top_p: float = 1.0,
     ):
+        """``api_key``: see :func:`infra.openai_client.resolve_api_key`."""
         self.model = model  # what requests ask the server for
         self.sampling = Sampling(temperature, top_p).effective
-        self._client = OpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=2)
-        self._max_tokens = max_tokens
+        self._llm = ChatClient(
+            base_url, model, api_key=api_key, timeout_s=timeout_s, max_tokens=max_tokens
+        )
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="openai")
 
     def with_sampling(self, sampling: Sampling) -> OpenAIBackend:
@@ -92,22 +87,19 @@ class OpenAIBackend:
 
     def _one(self, request: ChatRequest) -> Generation:
         started = time.perf_counter()
-        response = self._client.chat.completions.create(
+        reply = self._llm.complete(
+            to_openai_messages(request.messages),
             model=self.model,
-            messages=to_openai_messages(request.messages),
-            max_tokens=self._max_tokens,
             temperature=self.sampling.temperature,
             top_p=self.sampling.top_p,
             logprobs=True,
         )
-        choice = response.choices[0]
-        logprobs = [t.logprob for t in (choice.logprobs.content or [])] if choice.logprobs else []
         return Generation(
-            text=choice.message.content or "",
+            text=reply.text,
             token_ids=[],
-            logprobs=logprobs,
+            logprobs=reply.logprobs,
             latency_ms=(time.perf_counter() - started) * 1000,
-            model=response.model or self.model,
+            model=reply.model or self.model,
             sampling=self.sampling,
         )
 
@@ -119,10 +111,10 @@ class AdapterLoadError(RuntimeError):
 class LoraAdapters:
     """Loads published LoRA versions into a vLLM OpenAI-compatible server at run time."""
 
-    def __init__(self, base_url: str, api_key: str = "not-needed", timeout_s: float = 120.0):
+    def __init__(self, base_url: str, api_key: str | None = None, timeout_s: float = 120.0):
         # vLLM serves its adapter endpoints beside /v1/chat/completions.
         self.url = base_url.rstrip("/") + "/load_lora_adapter"
-        self._headers = {"Authorization": f"Bearer {api_key}"}
+        self._headers = {"Authorization": f"Bearer {resolve_api_key(api_key)}"}
         self._timeout_s = timeout_s
 
     def load(self, weights: Path) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import urljoin
 
 from agents.policy.backends import ChatRequest, Generation
-from agents.policy.parser import format_reply
+from schemas.prompt.reply import format_reply
 
 WRONG_ANSWER = "I could not find the answer."
 

@@ -46,7 +46,7 @@ def vllm_engine_factory(max_lora_rank: int = 64) -> EngineFactory:
     """Builds real `vllm.LLM` engines, LoRA enabled."""
 
     def build(model: str) -> Any:
-        from vllm import LLM
+        from vllm import LLM  # vllm: installed on a GPU machine only (the gpu extra)
 
         return LLM(
             model=model,
@@ -114,7 +114,7 @@ class VLLMEngine:
 
 def _empty_gpu_cache() -> None:
     try:
-        import torch
+        import torch  # seconds to import: only once an engine was dropped, not at module load
     except ImportError:
         return
     if torch.cuda.is_available():
@@ -154,7 +154,7 @@ class VLLMBackend:
         self._lora: Any = None
 
     def _sampling_params(self, sampling: Sampling) -> Any:
-        from vllm import SamplingParams
+        from vllm import SamplingParams  # vllm: installed on a GPU machine only
 
         # logprobs=0: the log-probability of each sampled token only.
         return SamplingParams(
@@ -179,7 +179,7 @@ class VLLMBackend:
             self._engine.load(base)
             return self._view(base, None, base)
         if (weights / "adapter_config.json").exists():
-            from vllm.lora.request import LoRARequest
+            from vllm.lora.request import LoRARequest  # vllm: on a GPU machine only
 
             self._engine.load(base)  # adapters are trained on the base model
             version = fetched_version(weights)

@@ -1,0 +1,64 @@
+"""``webgym bench``: benchmarks, run from a source checkout; results in ``bench/results/``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from commands.errors import user_errors
+from infra.settings import SettingsError
+
+bench_app = typer.Typer(help="Benchmarks; results in bench/results/.", no_args_is_help=True)
+
+
+@bench_app.command("rollout")
+@user_errors
+def bench_rollout(
+    episodes: Annotated[int, typer.Option(min=1, help="episodes of each asynchronous phase")] = 96,
+    sync_batches: Annotated[int, typer.Option(min=1, help="synchronous batches to run")] = 2,
+    in_flight: Annotated[int, typer.Option(min=1, help="episodes in flight (= batch size)")] = 32,
+    median: Annotated[float, typer.Option(min=0.0, help="inference time median, seconds")] = 1.5,
+    sigma: Annotated[float, typer.Option(min=0.0, help="inference time lognormal sigma")] = 0.7,
+    partitions: Annotated[int, typer.Option(min=1, help="partitions of the episode topics")] = 8,
+    sites: Annotated[int, typer.Option(min=1, help="practice-web sites")] = 10,
+    seed: Annotated[int, typer.Option(help="workload and practice-web seed")] = 0,
+    scaling: Annotated[
+        bool,
+        typer.Option(
+            help="also the instant-policy pipeline over 1/2/4 browser workers "
+            "and 8/16/32 partitions (several more minutes)"
+        ),
+    ] = False,
+) -> None:
+    """Asynchronous against synchronous rollouts through the whole pipeline, in one run.
+
+    Runs the latency-model policy (lognormal VLM-like inference time, episodes answering at a
+    drawn step within their horizon) with --in-flight episodes asynchronously, then in lock-step
+    batches, then with an instant policy, then the same browser work in a bare Playwright loop;
+    sets each against a zero-overhead simulation over the same episodes. Writes
+    bench/results/rollout.json and rollout.png. Needs the local stack (`webgym up`); takes
+    several minutes with the defaults.
+    """
+    argv = [
+        "--episodes", str(episodes), "--sync-batches", str(sync_batches),
+        "--in-flight", str(in_flight), "--median", str(median), "--sigma", str(sigma),
+        "--partitions", str(partitions), "--sites", str(sites), "--seed", str(seed),
+    ]  # fmt: skip
+    _run_from_checkout("bench.rollout", argv + (["--scaling"] if scaling else []))
+
+
+def _run_from_checkout(module: str, argv: list[str]) -> None:
+    """Run a benchmark module of the source checkout (``bench/`` is not an installed package)."""
+    checkout = Path(__file__).resolve().parent.parent
+    if not (checkout / "bench" / "__init__.py").is_file():
+        raise SettingsError(
+            f"webgym bench runs from a source checkout (no bench/ next to {checkout}): "
+            "clone the repository and run it from there"
+        )
+    done = subprocess.run([sys.executable, "-m", module, *argv], cwd=checkout, check=False)
+    if done.returncode != 0:
+        raise typer.Exit(done.returncode)

@@ -1,0 +1,74 @@
+"""The base config of every confluent-kafka client: producers, consumers and admin clients.
+
+Every client is built from :func:`client_config`, so librdkafka's own log lines (otherwise written
+straight to stderr as ``%3|...|FAIL|...``, several a second while a broker is unreachable) go
+through Python logging, under the ``webgym.kafka`` logger, where the process's logging setup
+decides what is shown: a worker (logging at INFO) keeps them in its log, a command shows only
+its own error.
+
+Lines about conditions librdkafka handles itself are lowered:
+
+- a failed or dropped connection (facility ``FAIL``): librdkafka reconnects with backoff, and a
+  caller that needs the broker gets the error from its own call. The first failure of an outage
+  is logged at INFO, the repeats at DEBUG; an outage ends after ``OUTAGE_GAP_S`` with none.
+- a broker busy loading a coordinator, a request it retries by itself (``GETPID ...
+  Coordinator load in progress: retrying``): INFO.
+
+Every other line keeps librdkafka's level. Lines reach Python only when the client is served
+(poll, consume, flush, close); admin clients here are never polled, so theirs are dropped and
+their errors reach the caller as exceptions.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+KAFKA_LOGGER = "webgym.kafka"
+
+# A connection failure within this many seconds of the previous one is part of the same outage
+# (librdkafka's reconnect backoff tops out at 10 s).
+OUTAGE_GAP_S = 60.0
+
+# Words of a line about a transient broker state that librdkafka retries on its own.
+RETRIED = ("load in progress", ": retrying")
+
+
+class KafkaLog(logging.LoggerAdapter):
+    """One client's librdkafka log lines, at the level a reader of this process needs.
+
+    confluent-kafka calls ``log(level, "%s [%s] %s", facility, client_name, text)``.
+    """
+
+    def __init__(self, logger: logging.Logger) -> None:
+        super().__init__(logger, {})
+        self._last_failure: float | None = None
+
+    def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
+        if len(args) == 3:
+            level = self._level(level, str(args[0]), str(args[2]))
+        super().log(level, msg, *args, **kwargs)
+
+    def _level(self, level: int, facility: str, text: str) -> int:
+        if facility == "FAIL":
+            now = time.monotonic()
+            first = self._last_failure is None or now - self._last_failure > OUTAGE_GAP_S
+            self._last_failure = now
+            return min(level, logging.INFO if first else logging.DEBUG)
+        if any(words in text for words in RETRIED):
+            return min(level, logging.INFO)
+        return level
+
+
+def client_config(
+    bootstrap_servers: str, config: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """``config`` for a client of ``bootstrap_servers``, logging through ``webgym.kafka``."""
+    return {
+        "bootstrap.servers": bootstrap_servers,
+        # librdkafka's lines go through Python logging, not straight to stderr.
+        "logger": KafkaLog(logging.getLogger(KAFKA_LOGGER)),
+        **(config or {}),
+    }

@@ -1,1 +1,0 @@
-"""Faust agents, one module per input stream; each module's ``register`` wires its agent."""
