@@ -7,48 +7,11 @@ offset), in any interleaving of topics and partitions, each partition in offset 
 once each; the report is computed from everything folded, so feed the whole log first. Records of
 other runs are ignored when a ``run_id`` is given (episode ids are ``<run_id>-<n>``).
 
-How steps are numbered (``streams.orchestrator``, ``agents.browser.worker``,
-``agents.policy.worker``); the checks below follow from it:
-
-- ``started`` (step 0) -> one navigate op, step 0 -> observation 0;
-- an observation -> infer request k, k = inferences applied so far + 1: requests are numbered
-  1, 2, 3... without a gap; the inference answering request k has step k and names the request
-  (``request_event_id``); request k + 1 exists only once inference k was applied;
-- inference k -> act op k (the same action, ``inference_event_id`` naming it) -> observation k;
-  or, when the reply did not parse, request k + 1 on the same screen (no act op, no observation
-  k); or the end. So observation steps are 0 and the act steps; a *failure* observation (the
-  browser side lost the episode) may also stand at the step after the last operation;
-- the orchestrator's terminal event (event id ``<episode>:end``) has step N = inferences applied;
-  the trajectory has N steps numbered 1..N, step k recording inference k and the observation the
-  policy saw (observation j, j the last act step before k, or 0); the requests run to N, or to
-  N + 1 when a timer or a failure observation ended the episode while the policy was thinking.
-
 Invariants, by the name the report gives them (:data:`INVARIANTS`): ``ends``, ``steps``,
-``after-end``, ``trajectory``, ``duplicates``, ``success``, ``dead-letters``.
-
-Deduplication (at least once everywhere, so copies are expected). Two records of one topic are
-copies of one event when they have the same ``event_id`` (ops, observations, inferences: ids are
-deterministic, ``<episode>:<step>:<kind>``), or, for the records an episode has once (its start,
-its terminal event, trajectory, scored trajectory, success), when they are for the same episode
-and equal in every field but ``event_id`` and ``ts``. Every copy beyond the first is counted in
-``duplicates_raw`` and dropped; the first copy in log order is the one consumers applied (copies
-of one episode share a partition). A step event whose copies differ (an operation served twice
-after a crash: a new screenshot, new timings, another sample) is still a copy: consumers keep the
-first, so it is counted (``reexecuted``), not a violation. A once-per-episode record whose
-versions differ is a violation (``duplicates_after_dedup``, must be 0). Records a dead letter
-names were rejected by their consumer and are left out of every check.
-
-Order ("nothing after the end"). Kafka orders records within a partition only, and an episode's
-events lie on several topics, so the comparison uses the producer's ``ts`` in each record: the
-moment its writer decided it. Operations and terminal events are both written by the
-orchestrator (one clock; after a rebalance, the clocks of its hosts are assumed to agree better
-than the time between an episode's last operation and its end); a re-sent copy keeps its
-original ``ts``, and only the first copy of each event is compared, so redelivery is never
-mistaken for new work. An operation whose ``ts`` is after the terminal event's is a violation.
-Observations and inferences are answers written by other processes that may not have seen the
-end yet: one produced after the end is allowed when it answers an operation issued at or before
-the end (an operation of its step; for a failure observation, also the step after the last
-operation), and a violation otherwise.
+``after-end``, ``trajectory``, ``duplicates``, ``success``, ``dead-letters``. How copies are
+deduplicated: :meth:`analytics.check_episode.Episode.build`; how steps are numbered:
+:func:`analytics.check_steps.check_steps`; how "after the end" is ordered:
+:func:`analytics.check_steps.check_after_end`.
 """
 
 from __future__ import annotations
@@ -137,6 +100,7 @@ _KEPT_FIELDS = {
         "ts",
         "action",
         "parse_error",
+        "backend_error",
         "policy_version",
         "request_event_id",
     ),
@@ -262,7 +226,8 @@ class InvariantFold:
     # -- the report ----------------------------------------------------------------------------
 
     def report(self) -> CheckReport:
-        """Every violation of the records folded so far, and the counts (see the docstring)."""
+        """Every violation of the records folded so far, and the counts (see the module
+        docstring)."""
         sources = map(self._dead_letter_source, self._dead_letters)
         quarantined = {at for at in sources if at is not None}
         counts: Counter[str] = Counter({name: 0 for name in COUNTS})

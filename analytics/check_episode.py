@@ -1,6 +1,6 @@
 """One episode's records as :mod:`analytics.check` reads them: each record kept slim
 (:class:`Copy`), then deduplicated into an :class:`Episode` (the rules are in the docstring of
-:mod:`analytics.check`), and the :class:`Violation` every check reports."""
+:meth:`Episode.build`), and the :class:`Violation` every check reports."""
 
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ class Copy:
 
 @dataclass
 class Episode:
-    """An episode's records after deduplication (see the module docstring)."""
+    """An episode's records after deduplication (see :meth:`build`)."""
 
     episode_id: str
     # started / ended / trajectory topics -> the distinct versions, first copy of each, log order
@@ -97,6 +97,20 @@ class Episode:
     def build(
         cls, episode_id: str, records: dict[str, list[Copy]], quarantined: set[At]
     ) -> Episode:
+        """Deduplicate an episode's records (at least once everywhere, so copies are expected).
+
+        Two records of one topic are copies of one event when they have the same ``event_id``
+        (ops, observations, inferences: ids are deterministic, ``<episode>:<step>:<kind>``), or,
+        for the records an episode has once (its start, its terminal event, trajectory, scored
+        trajectory, success), when they are for the same episode and equal in every field but
+        ``event_id`` and ``ts``. Every copy beyond the first is counted in ``duplicates_raw`` and
+        dropped; the first copy in log order is the one consumers applied (copies of one episode
+        share a partition). A step event whose copies differ (an operation served twice after a
+        crash: a new screenshot, new timings, another sample) is still a copy: consumers keep the
+        first, so it is counted (``reexecuted``), not a violation. A once-per-episode record
+        whose versions differ is a violation (``duplicates_after_dedup``, must be 0). Records a
+        dead letter names were rejected by their consumer and are left out of every check.
+        """
         episode = cls(episode_id, {}, {s: {} for s in STEP_TOPICS}, {}, [], None)
         for suffix, copies in records.items():
             kept = sorted((c for c in copies if c.at not in quarantined), key=_log_order)

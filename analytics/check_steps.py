@@ -26,7 +26,37 @@ def check_ends(episode: Episode) -> list[Violation]:
     return out
 
 
+def _link_problem(copy: Copy, answered: Copy | None, link: str, what: str) -> str | None:
+    """What is wrong with the link from ``copy`` to ``answered``, the event of the same step that
+    it answers (a ``what``) and names in its ``<link>_event_id``; ``None`` when the link holds."""
+    step = copy.record["step"]
+    if answered is None:
+        return f"answers no {what} of step {step}"
+    named = copy.record[f"{link}_event_id"]
+    if named != answered.event_id:
+        return f"names {link} {named!r}, not {answered.event_id!r} ({answered.at})"
+    return None
+
+
 def check_steps(episode: Episode) -> list[Violation]:
+    """The ``steps`` invariant. How steps are numbered (``streams.orchestrator``,
+    ``agents.browser.worker``, ``agents.policy.worker``); the checks follow from it:
+
+    - ``started`` (step 0) -> one navigate op, step 0 -> observation 0;
+    - an observation -> infer request k, k = inferences applied so far + 1: requests are numbered
+      1, 2, 3... without a gap; the inference answering request k has step k and names the
+      request (``request_event_id``); request k + 1 exists only once inference k was applied;
+    - inference k -> act op k (the same action, ``inference_event_id`` naming it) ->
+      observation k; or, when the reply did not parse, request k + 1 on the same screen (no act
+      op, no observation k); or the end. So observation steps are 0 and the act steps; a
+      *failure* observation (the browser side lost the episode) may also stand at the step after
+      the last operation;
+    - the orchestrator's terminal event (event id ``<episode>:end``) has step N = inferences
+      applied; the trajectory has N steps numbered 1..N, step k recording inference k and the
+      observation the policy saw (observation j, j the last act step before k, or 0); the
+      requests run to N, or to N + 1 when a timer or a failure observation ended the episode
+      while the policy was thinking.
+    """
     out = []
     name = episode.episode_id
     navigate, requests = episode.steps["ops.navigate"], episode.steps["ops.infer"]
@@ -60,25 +90,14 @@ def check_steps(episode: Episode) -> list[Violation]:
         if step < 1:
             flag(f"infer request at step {step}: requests are numbered from 1", copy)
     for step, copy in inferences.items():
-        request = requests.get(step)
-        if request is None:
-            flag(f"inference for step {step} answers no infer request of step {step}", copy)
-        elif copy.record["request_event_id"] != request.event_id:
-            flag(
-                f"inference for step {step} names request {copy.record['request_event_id']!r}, "
-                f"not {request.event_id!r} ({request.at})",
-                copy,
-            )
+        problem = _link_problem(copy, requests.get(step), "request", "infer request")
+        if problem:
+            flag(f"inference for step {step} {problem}", copy)
     for step, copy in acts.items():
         inference = inferences.get(step)
-        if inference is None:
-            flag(f"act op for step {step} follows no inference of step {step}", copy)
-        elif copy.record["inference_event_id"] != inference.event_id:
-            flag(
-                f"act op for step {step} names inference {copy.record['inference_event_id']!r}, "
-                f"not {inference.event_id!r} ({inference.at})",
-                copy,
-            )
+        problem = _link_problem(copy, inference, "inference", "inference")
+        if problem:
+            flag(f"act op for step {step} {problem}", copy)
         elif copy.record["action"] != inference.record["action"]:
             flag(
                 f"act op for step {step} sends {describe_action(copy.record['action'])}, but "
@@ -113,6 +132,20 @@ def check_steps(episode: Episode) -> list[Violation]:
 
 
 def check_after_end(episode: Episode) -> list[Violation]:
+    """The ``after-end`` invariant ("nothing after the end").
+
+    Kafka orders records within a partition only, and an episode's events lie on several topics,
+    so the comparison uses the producer's ``ts`` in each record: the moment its writer decided
+    it. Operations and terminal events are both written by the orchestrator (one clock; after a
+    rebalance, the clocks of its hosts are assumed to agree better than the time between an
+    episode's last operation and its end); a re-sent copy keeps its original ``ts``, and only the
+    first copy of each event is compared, so redelivery is never mistaken for new work. An
+    operation whose ``ts`` is after the terminal event's is a violation. Observations and
+    inferences are answers written by other processes that may not have seen the end yet: one
+    produced after the end is allowed when it answers an operation issued at or before the end
+    (an operation of its step; for a failure observation, also the step after the last
+    operation), and a violation otherwise.
+    """
     end = episode.end
     if end is None:
         return []

@@ -16,7 +16,7 @@ from analytics.check_episode import (
     differing_fields,
     short_repr,
 )
-from schemas.inference import parse_error
+from schemas.inference import backend_error, parse_error
 from streams.filters import reaches_learner
 
 
@@ -97,14 +97,7 @@ def _trajectory_fold_problems(
     for number, step in enumerate(steps, start=1):
         where = f"step {number}"
         inference = _pointed_record(
-            episode,
-            at_index,
-            "inferences",
-            step.get("inference_event_id"),
-            step.get("inference_partition", -1),
-            step.get("inference_offset", -1),
-            out,
-            where,
+            episode, at_index, "inferences", step.get("inference_event_id"), step, out, where
         )
         if inference is not None:
             record = inference.record
@@ -114,6 +107,7 @@ def _trajectory_fold_problems(
                 ("action", step.get("action"), record.get("action")),
                 # What each means: before inference v5 a backend error was a prefixed parse error.
                 ("parse_error", parse_error(step), parse_error(record)),
+                ("backend_error", backend_error(step), backend_error(record)),
                 ("policy_version", step.get("policy_version"), record.get("policy_version")),
             ):
                 if ours != theirs:
@@ -122,14 +116,7 @@ def _trajectory_fold_problems(
                         f"has {short_repr(theirs)}"
                     )
             _pointed_record(
-                episode,
-                at_index,
-                "ops.infer",
-                record.get("request_event_id"),
-                step.get("request_partition", -1),
-                step.get("request_offset", -1),
-                out,
-                where,
+                episode, at_index, "ops.infer", record.get("request_event_id"), step, out, where
             )
         if step.get("policy_version") is not None:
             versions.add(step["policy_version"])
@@ -142,14 +129,7 @@ def _trajectory_fold_problems(
                 f"saw {expected.event_id!r} ({expected.at})"
             )
         observation = _pointed_record(
-            episode,
-            at_index,
-            "observations",
-            step["observation_event_id"],
-            step.get("observation_partition", -1),
-            step.get("observation_offset", -1),
-            out,
-            where,
+            episode, at_index, "observations", step["observation_event_id"], step, out, where
         )
         if observation is not None:
             if observation.record.get("failure"):
@@ -188,19 +168,31 @@ def _trajectory_fold_problems(
     return out
 
 
+# The prefix of the fields in which a trajectory step keeps the coordinates of the record it
+# holds from each topic: ``<prefix>_partition`` and ``<prefix>_offset``.
+_COORDINATES_PREFIX = {
+    "inferences": "inference",
+    "ops.infer": "request",
+    "observations": "observation",
+}
+
+
 def _pointed_record(
     episode: Episode,
     at_index: dict[At, Copy],
     suffix: str,
     event_id: str | None,
-    partition: int,
-    offset: int,
+    step: dict[str, Any],
     problems: list[str],
     where: str,
 ) -> Copy | None:
-    """The record a trajectory points at: by its coordinates when it has them (any copy there
-    must carry the event id), else the first copy of the event id."""
+    """The record of ``suffix`` that trajectory ``step`` points at: the one at the coordinates
+    the step keeps for it, when it has them (any copy there must carry the event id), else the
+    first copy of the event id."""
     what = EVENT_NAMES[suffix]
+    prefix = _COORDINATES_PREFIX[suffix]
+    partition = step.get(f"{prefix}_partition", -1)
+    offset = step.get(f"{prefix}_offset", -1)
     if event_id is None:
         problems.append(f"{where}: names no {what}")
         return None

@@ -1,22 +1,11 @@
 """One episode rebuilt from the log alone: every step's screenshot, reply, action and timings,
 and the verdicts of its judge.
 
-Where the events are: every episode-keyed topic uses the murmur2 partitioner and one partition
-count (``streams/app.py``), so all events of episode ``e`` lie in partition
-``murmur2(e) % partitions`` of each topic, at or after the episode's ``started`` event. The
-loader reads only that partition, from shortly before the start (a margin for producers' clocks):
-
-- the ``episodes`` partition from offset 0 (two small events per episode) for the start and end;
-- ``ops.navigate``, ``ops.act`` and ``trajectories.scored`` from the start;
-- a judged episode's trajectory names the log position of each step's observation and inference:
-  those are fetched one by one (:class:`infra.log_reader.OffsetFetcher`);
-- an episode not judged yet (running, or ended and waiting for its judge) has no trajectory: its
-  ``observations`` and ``inferences`` are read from the start instead (``state`` says which).
-
-:func:`assemble` is pure: it pairs the events into steps whatever their order and duplicates
-(at least once delivery: the first copy of each ``event_id`` wins). A step shows the screenshot
-the policy saw (the latest observation before it; after an unparseable reply the policy sees the
-same page again), the reply, and the action that was sent to the browser.
+:func:`load_replay` reads only the episode's own partition of each topic; :func:`assemble` is
+pure: it pairs the events into steps whatever their order and duplicates (at least once
+delivery: the first copy of each ``event_id`` wins). A step shows the screenshot the policy saw
+(the latest observation before it; after an unparseable reply the policy sees the same page
+again), the reply, and the action that was sent to the browser.
 """
 
 from __future__ import annotations
@@ -34,6 +23,7 @@ from infra.log_reader import EventUnavailable, OffsetFetcher, TopicReader
 from infra.settings import Settings
 from infra.topics import event_type
 from schemas.inference import backend_error, parse_error
+from schemas.observation import PageCapture
 
 # Producers stamp events with their own clocks; a start read this much early misses nothing.
 CLOCK_MARGIN_MS = 60_000
@@ -41,18 +31,12 @@ LIST_HINT = "find episode ids with `webgym replay --list`"
 
 
 @dataclass(frozen=True)
-class Frame:
+class Frame(PageCapture):
     """One observation: the page after a browser operation (step 0: the first navigation)."""
 
     event_id: str
     step: int
     ts: int
-    screenshot: bytes
-    screenshot_format: str
-    width: int
-    height: int
-    url: str
-    title: str
     action_error: str | None
     failure: str | None
     timings_ms: dict[str, float]
@@ -351,9 +335,24 @@ def _read(
 
 
 def load_replay(settings: Settings, episode_id: str) -> Replay:
-    """The replay of ``episode_id`` as the log tells it now; see the module docstring.
+    """The replay of ``episode_id`` as the log tells it now.
 
     Raises :class:`AnalyticsError` when the log holds no event of the episode.
+
+    Where the events are: every episode-keyed topic uses the murmur2 partitioner and one
+    partition count (``streams/app.py``), so all events of episode ``e`` lie in partition
+    ``murmur2(e) % partitions`` of each topic, at or after the episode's ``started`` event. The
+    loader reads only that partition, from shortly before the start (a margin for producers'
+    clocks, :data:`CLOCK_MARGIN_MS`):
+
+    - the ``episodes`` partition from offset 0 (two small events per episode) for the start and
+      end;
+    - ``ops.navigate``, ``ops.act`` and ``trajectories.scored`` from the start;
+    - a judged episode's trajectory names the log position of each step's observation and
+      inference: those are fetched one by one (:class:`infra.log_reader.OffsetFetcher`);
+    - an episode not judged yet (running, or ended and waiting for its judge) has no trajectory:
+      its ``observations`` and ``inferences`` are read from the start instead (``state`` says
+      which).
     """
     partition = episode_partition(episode_id, _partition_count(settings, "episodes"))
     episode_events = [

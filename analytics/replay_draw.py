@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,6 +83,23 @@ def action_point(
     return to_pixels(action, {"width": width, "height": height})
 
 
+# Each kind of action in words, from the action and where it aims (" at (x, y)", " on element
+# n" or ""); :func:`describe` shows any other kind by its name.
+_IN_WORDS: dict[str, Callable[[dict[str, Any], str], str]] = {
+    "left_click": lambda _, where: f"left_click{where}",
+    "double_click": lambda _, where: f"double_click{where}",
+    "type": lambda a, where: f"type {json.dumps(a.get('text') or '', ensure_ascii=False)}{where}",
+    "key": lambda a, _: f"key {a.get('text') or ''}",
+    "scroll": lambda a, where: (
+        f"scroll {(a.get('direction') or 'down').lower()} {a.get('amount') or DEFAULT_SCROLL_PX} px"
+        f"{where}"
+    ),
+    "navigate": lambda a, _: f"navigate to {a.get('url') or ''}",
+    "answer": lambda a, _: f"answer: {a.get('text') or ''}",
+    "wait": lambda a, _: f"wait {a.get('seconds') or 1.0:g} s",
+}
+
+
 def describe(action: dict[str, Any] | None) -> str:
     """The action in one line, e.g. ``left_click (581, 518)`` or ``type "bread" + at (10, 20)``."""
     if action is None:
@@ -92,23 +110,8 @@ def describe(action: dict[str, Any] | None) -> str:
         where = f" on element {action['element_id']}"
     elif action.get("x") is not None and action.get("y") is not None:
         where = f" at ({action['x']}, {action['y']})"
-    if kind in ("left_click", "double_click"):
-        text = f"{kind}{where}"
-    elif kind == "type":
-        text = f"type {json.dumps(action.get('text') or '', ensure_ascii=False)}{where}"
-    elif kind == "key":
-        text = f"key {action.get('text') or ''}"
-    elif kind == "scroll":
-        amount = action.get("amount") or DEFAULT_SCROLL_PX
-        text = f"scroll {(action.get('direction') or 'down').lower()} {amount} px{where}"
-    elif kind == "navigate":
-        text = f"navigate to {action.get('url') or ''}"
-    elif kind == "answer":
-        text = f"answer: {action.get('text') or ''}"
-    elif kind == "wait":
-        text = f"wait {action.get('seconds') or 1.0:g} s"
-    else:
-        text = kind
+    in_words = _IN_WORDS.get(kind)
+    text = kind if in_words is None else in_words(action, where)
     return text if len(text) <= CAPTION_CHARS else text[: CAPTION_CHARS - 1] + "…"
 
 

@@ -1,23 +1,7 @@
 """Re-executing an episode's recorded actions in a fresh browser: ``webgym replay --rerun``.
 
-The browser is the browser worker's own machinery, not a copy of it: one headless Chromium
-launched with the worker's options and host mapping (``BrowserWorkerConfig.from_settings``:
-``--host-resolver-rules=MAP *.webgym.test <practice web>``), one
-:class:`agents.browser.session.EpisodeSession` with the episode's URL policy and viewport, and per
-step exactly what the worker does: ``navigate`` (+ ``set_up``) for step 0, ``act`` for each
-recorded act op, then ``observe`` with the op's screenshot settings. The practice web is served
-fresh for every rerun from ``generate_sites(seed, count)`` (the sites are deterministic; a fresh
-server also starts with empty carts), on a free loopback port.
-
-The comparison rule, per step, between the recorded observation and the rerun's page:
-
-- the URL and the title must be equal;
-- the screenshots match when their sha256 are equal, or else when at most
-  :data:`SCREENSHOT_SHARE` of the pixels (0.1%) differ by more than :data:`PIXEL_TOLERANCE` (48
-  of 255) in some colour channel. Chromium renders a static page identically, so equal bytes are
-  the rule; the tolerance absorbs what is not content (a text caret that blinks, JPEG noise after
-  a sub-pixel shift), while a changed line of text, an opened menu or a scroll changes far more.
-
+The browser is the browser worker's own machinery, not a copy of it (:func:`rerun_episode`); each
+step's recorded observation is compared with the rerun's page (:func:`compare_page`).
 Differences are data (the report says which steps differ and how); a rerun that cannot start
 (no navigation in the log, a site the given ``--sites``/``--seed`` do not generate) raises
 :class:`AnalyticsError`. A page that hangs or crashes in the rerun ends it, reported as a
@@ -63,7 +47,8 @@ class ScreenshotDifference:
 
 
 def compare_screenshots(recorded: bytes, rerun: bytes) -> ScreenshotDifference:
-    """How far ``rerun`` is from ``recorded`` (both JPEG or PNG); see the module's rule."""
+    """How far ``rerun`` is from ``recorded`` (both JPEG or PNG); the rule is
+    :func:`compare_page`'s."""
     if hashlib.sha256(recorded).digest() == hashlib.sha256(rerun).digest():
         return ScreenshotDifference(True, 0.0)
     first = Image.open(io.BytesIO(recorded)).convert("RGB")
@@ -120,7 +105,18 @@ def compare_page(
     screenshot: bytes,
     action_error: str | None,
 ) -> StepCheck:
-    """One step's check by the module's rule (``recorded`` None: not in the log, not compared)."""
+    """One step's check (``recorded`` None: not in the log, not compared).
+
+    The comparison rule, per step, between the recorded observation and the rerun's page:
+
+    - the URL and the title must be equal;
+    - the screenshots match when their sha256 are equal, or else when at most
+      :data:`SCREENSHOT_SHARE` of the pixels (0.1%) differ by more than :data:`PIXEL_TOLERANCE`
+      (48 of 255) in some colour channel. Chromium renders a static page identically, so equal
+      bytes are the rule; the tolerance absorbs what is not content (a text caret that blinks,
+      JPEG noise after a sub-pixel shift), while a changed line of text, an opened menu or a
+      scroll changes far more.
+    """
     differences: list[str] = []
     difference = None
     if recorded is None:
@@ -175,7 +171,17 @@ async def rerun_episode(
     seed: int,
     progress: Callable[[str], None] = lambda _: None,
 ) -> RerunReport:
-    """Re-execute ``replay``'s first navigation and act ops and check each page; see above."""
+    """Re-execute ``replay``'s first navigation and act ops and check each page
+    (:func:`compare_page`).
+
+    One headless Chromium launched with the worker's options and host mapping
+    (``BrowserWorkerConfig.from_settings``: ``--host-resolver-rules=MAP *.webgym.test <practice
+    web>``), one :class:`agents.browser.session.EpisodeSession` with the episode's URL policy and
+    viewport, and per step exactly what the worker does: ``navigate`` (+ ``set_up``) for step 0,
+    ``act`` for each recorded act op, then ``observe`` with the op's screenshot settings. The
+    practice web is served fresh for every rerun from ``generate_sites(seed, count)`` (the sites
+    are deterministic; a fresh server also starts with empty carts), on a free loopback port.
+    """
     navigate = replay.navigate_op
     if navigate is None:
         raise AnalyticsError(

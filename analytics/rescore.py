@@ -4,17 +4,10 @@ Reads ``webgym.trajectories.scored`` (from offset 0, or from a time) and the cur
 (``webgym.tasks``, so a rubric updated since is the one applied), scores every trajectory again
 with the chosen judge, and writes ``scored_trajectory`` events to
 ``webgym.trajectories.rescored.<name>``, a topic of its own created like the scored topic.
-Guarantees:
-
-- nothing of the running system is touched: the inputs are read by fresh readers that never
-  commit, and the only topic written is the new one;
-- re-running into the same name skips episodes already there, so an interrupted rescore resumes
-  and the new stream never holds an episode twice;
-- :class:`Comparison` counts, against the original score of each episode, the rewards that
-  changed (and which way, naming the episodes) and the per-fact verdicts that changed;
-- a judge forced with ``--judge`` that cannot score a task (the verifier on a MiniWoB++ page, the
-  page reward on a practice-web task) skips it and counts it: it never turns a score it cannot
-  make into reward 0.
+Guarantees: nothing of the running system is touched (the inputs are read by fresh readers that
+never commit, and the only topic written is the new one); re-running into the same name skips
+episodes already there, so an interrupted rescore resumes and the new stream never holds an
+episode twice; a task the chosen judge cannot score is skipped and counted, never scored 0.
 """
 
 from __future__ import annotations
@@ -95,7 +88,14 @@ def rescore(
     concurrency: int = 8,
     on_progress: Callable[[int, int], None] = lambda done, total: None,
 ) -> Comparison:
-    """Score the stored trajectories again into ``trajectories.rescored.<into>``."""
+    """Score the stored trajectories again into ``trajectories.rescored.<into>``.
+
+    A judge forced with ``--judge`` that cannot score a task (the verifier on a MiniWoB++ page,
+    the page reward on a practice-web task) skips it and counts it: it never turns a score it
+    cannot make into reward 0. The returned :class:`Comparison` counts, against the original
+    score of each episode, the rewards that changed (and which way, naming the episodes) and the
+    per-fact verdicts that changed.
+    """
     suffix = output_suffix(into)
     reader = TopicReader(settings, ["trajectories.scored"], since_ms=since_ms)
     try:

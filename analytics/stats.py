@@ -4,47 +4,8 @@
 The fold is pure (no I/O) and incremental: feed it ``(suffix, record)`` pairs from the topics in
 :data:`TOPICS`, in any interleaving of topics and partitions, at least once each; it is idempotent
 on ``event_id`` (per topic), and :meth:`RunStats.figures` can be called at any time. Records of
-other runs are ignored when a ``run_id`` is given (episode ids are ``<run_id>-<n:06d>``).
-
-Definitions (the table and the JSON use the same names):
-
-- *judged*: the episode's scored trajectory is in the log; *succeeded*: its trajectory is on
-  ``trajectories.success`` (reward 1, not aborted, no judge error, not blocked). Success rates are
-  succeeded / judged, grouped by the task's domain, difficulty, site, and by the newest policy
-  version whose weights served a step of the episode ("-" when none did: the steps came from
-  backends without weights, scripted, heuristic or latency-model, whose inferences name no
-  version). These are *training* figures: evaluation episodes (``purpose`` "eval") are left out.
-- *held out*: evaluation episodes, judged apart: succeeded = the scored trajectory passes the
-  success filter (they never reach ``trajectories.success``), by the newest policy version that
-  served a step, each rate with its 95% Wilson score interval (``ci_low``, ``ci_high``).
-- *steps*: policy steps, one per ``inferences`` event; *parse-error rate*: inferences whose reply
-  did not parse / inferences. *Repetition rate*: steps of judged trajectories marked ``repeated``
-  (the action left the screen unchanged) / steps of judged trajectories.
-- *window* and rates: as every view defines them (``analytics.rates``): a run's window runs from
-  the first start of its episodes to their last event; over several runs the union of the runs'
-  windows (idle time between runs left out); episodes per hour = episodes ended × 3600 / window
-  seconds, steps per second = steps / window seconds, overall and per run (``throughput.runs``).
-  ``window`` is the span of every event read (the timeline's axis).
-- *hops* (:data:`HOPS`): producer ``ts`` of one event to the producer ``ts`` of the event it
-  caused, matched by episode and step; so each includes Kafka delivery, queueing and the work of
-  the process named. The judge hop ends at the Kafka timestamp of the scored record (the judge
-  copies the trajectory's ``ts``). Producer clocks on different hosts may disagree; values are
-  kept as measured.
-- *operations*: the round trip of each operation type, request event to result event: navigate,
-  act (all kinds, and per action kind), infer, judge (the same samples as the matching hops).
-- *service*: time measured inside the worker: ``model`` (the inference's ``latency_ms``),
-  ``infer minus model`` (the infer round trip less the model time: Kafka, queueing, prompt
-  building) and ``browser.<phase>`` (the observation's ``timings_ms``: transit, wait,
-  navigate, act, screenshot, total...).
-- Percentiles are nearest-rank: the p-th percentile of n sorted samples is the sample at rank
-  ceil(p / 100 × n) (1-based): always a measured value.
-- *policy lag* of an inference: the newest version announced on ``policy.versions`` at or before
-  the inference's ``ts`` (or the inference's own, if newer) minus the inference's
-  ``policy_version``; inferences that name no version (backends without weights) have no lag
-  and are counted apart (``without_version``). ``policy.versions`` is compacted: only the last
-  announcement per policy name is certain to remain, so older history may be missing.
-- *dead letters*: records on ``dlq``, by source topic and error class (with a run filter: those
-  whose original key is an episode of the run).
+other runs are ignored when a ``run_id`` is given (episode ids are ``<run_id>-<n:06d>``). The
+figures are defined in :meth:`RunStats.figures`.
 """
 
 from __future__ import annotations
@@ -85,6 +46,11 @@ class Hop:
     operation: str | None = None  # the operation type whose round trip this hop is
 
 
+# Each hop: producer ``ts`` of one event to the producer ``ts`` of the event it caused, matched by
+# episode and step; so each includes Kafka delivery, queueing and the work of the process named.
+# The judge hop ends at the Kafka timestamp of the scored record (the judge copies the
+# trajectory's ``ts``). Producer clocks on different hosts may disagree; values are kept as
+# measured.
 HOPS: tuple[Hop, ...] = (
     Hop("navigate_op->observation", "navigate_op", "observation", 0, "browser", "navigate"),
     Hop("observation->infer_request", "observation", "infer_request", 1, "orchestrator"),
@@ -107,7 +73,11 @@ _EPISODE_LEVEL = ("ended", "scored")  # keyed by episode only (their step is not
 
 
 def percentile(values: list[float], p: float) -> float | None:
-    """Nearest-rank percentile of ``values`` (need not be sorted); None when there are none."""
+    """Nearest-rank percentile of ``values`` (need not be sorted); None when there are none.
+
+    The p-th percentile of n sorted samples is the sample at rank ceil(p / 100 × n) (1-based):
+    always a measured value.
+    """
     if not values:
         return None
     ordered = sorted(values)
@@ -314,7 +284,41 @@ class RunStats:
     # -- figures -------------------------------------------------------------------------------
 
     def figures(self) -> dict[str, Any]:
-        """Every figure as plain JSON-friendly values (see the module docstring)."""
+        """Every figure as plain JSON-friendly values.
+
+        Definitions (the table and the JSON use the same names):
+
+        - *judged*: the episode's scored trajectory is in the log; *succeeded*: its trajectory is
+          on ``trajectories.success`` (reward 1, not aborted, no judge error, not blocked).
+          Success rates are succeeded / judged, grouped by the task's domain, difficulty, site,
+          and by the newest policy version whose weights served a step of the episode ("-" when
+          none did: the steps came from backends without weights, scripted, heuristic or
+          latency-model, whose inferences name no version). These are *training* figures:
+          evaluation episodes (``purpose`` "eval") are left out.
+        - *held out*: evaluation episodes, judged apart (:func:`_heldout`).
+        - *steps*: policy steps, one per ``inferences`` event; *parse-error rate*: inferences
+          whose reply did not parse / inferences. *Repetition rate*: steps of judged trajectories
+          marked ``repeated`` (the action left the screen unchanged) / steps of judged
+          trajectories.
+        - *window* and rates: as every view defines them (``analytics.rates``): a run's window
+          runs from the first start of its episodes to their last event; over several runs the
+          union of the runs' windows (idle time between runs left out); episodes per hour =
+          episodes ended × 3600 / window seconds, steps per second = steps / window seconds,
+          overall and per run (``throughput.runs``). ``window`` is the span of every event read
+          (the timeline's axis).
+        - *hops*: see :data:`HOPS`.
+        - *operations*: the round trip of each operation type, request event to result event:
+          navigate, act (all kinds, and per action kind), infer, judge (the same samples as the
+          matching hops).
+        - *service*: time measured inside the worker: ``model`` (the inference's
+          ``latency_ms``), ``infer minus model`` (the infer round trip less the model time:
+          Kafka, queueing, prompt building) and ``browser.<phase>`` (the observation's
+          ``timings_ms``: transit, wait, navigate, act, screenshot, total...).
+        - Percentiles are nearest-rank (:func:`percentile`).
+        - *policy lag*: see :meth:`_policy_lag`.
+        - *dead letters*: records on ``dlq``, by source topic and error class (with a run
+          filter: those whose original key is an episode of the run).
+        """
         every = list(self.episodes.episodes.values())
         views = [v for v in every if v.purpose == "train"]
         window_s = (self.last_ts - self.first_ts) / 1000 if self.first_ts is not None else 0.0
@@ -399,6 +403,12 @@ class RunStats:
         }
 
     def _policy_lag(self) -> dict[str, Any]:
+        """Policy lag of an inference: the newest version announced on ``policy.versions`` at or
+        before the inference's ``ts`` (or the inference's own, if newer) minus the inference's
+        ``policy_version``; inferences that name no version (backends without weights) have no
+        lag and are counted apart (``without_version``). ``policy.versions`` is compacted: only
+        the last announcement per policy name is certain to remain, so older history may be
+        missing."""
         announced = sorted(self.announcements)
         times = [ts for ts, _ in announced]
         newest: list[int] = []
@@ -426,7 +436,12 @@ class RunStats:
 
 
 def _heldout(views: list[EpisodeView]) -> dict[str, Any]:
-    """Held-out success over all evaluation episodes and by policy version, with intervals."""
+    """Held-out success over all evaluation episodes and by policy version, with intervals.
+
+    Evaluation episodes are judged apart: succeeded = the scored trajectory passes the success
+    filter (they never reach ``trajectories.success``), by the newest policy version that served
+    a step, each rate with its 95% Wilson score interval (``ci_low``, ``ci_high``).
+    """
     judged = [v for v in views if v.state == "judged"]
     by_version: dict[str, list[EpisodeView]] = defaultdict(list)
     for view in judged:

@@ -30,6 +30,7 @@ from rich.table import Table
 
 from analytics.check import INVARIANTS, TOPICS, InvariantFold
 from analytics.errors import AnalyticsError
+from commands.options import RunFilter
 from infra.log_reader import TopicReader, require_topics
 from infra.settings import load_settings
 
@@ -57,10 +58,7 @@ SHOWN = 50  # violations printed; --json has them all
 
 
 def check(
-    run: Annotated[
-        str | None,
-        typer.Option("--run", help="only this run's episodes (episode ids are <run id>-<n>)"),
-    ] = None,
+    run: RunFilter = None,
     json_path: Annotated[
         Path | None,
         typer.Option(

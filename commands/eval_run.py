@@ -1,20 +1,11 @@
 """``webgym eval``: frozen policy versions measured on a held-out task set, through the pipeline.
 
 Each version is one evaluation run on the sampler (``<eval_id>-v<N>``), marked ``purpose="eval"``
-and pinned to the version: the sampler enumerates the held-out set (every task ``per_task``
-times, the same instances for every version), the policy worker serves each request with exactly
-that version's weights and decodes greedily, and no episode of it can reach the learner (the
-success filter and the learner both refuse them). As its episodes are judged, each becomes an
-``eval_result`` event on ``webgym.eval.results``; when all are judged, one more event holds the
-version's success with its 95% interval, overall and per task family.
-
-Needs running workers: a browser worker, the stream processors and a policy worker serving the
-policy with a model (``webgym worker policy --backend local --model DIR --policy-name NAME``),
-and the held-out pages served; ``webgym eval`` starts them itself unless ``--attach``.
-
-Guarantees: a version's result counts every episode of its run once; an evaluation that ends
-early (an error, Ctrl-C) stops its run's sampling; a version whose weights the worker cannot
-serve raises :class:`EvalFailed` naming it instead of reporting a 0%.
+and pinned to the version (:class:`Evaluator`); each judged episode becomes an ``eval_result``
+event on ``webgym.eval.results``, and a last one holds the version's success. Guarantees: a
+version's result counts every episode of its run once; an evaluation that ends early (an error,
+Ctrl-C) stops its run's sampling; a version whose weights the worker cannot serve raises
+:class:`EvalFailed` naming it instead of reporting a 0%.
 """
 
 from __future__ import annotations
@@ -57,7 +48,22 @@ class EvalOptions:
 
 
 class Evaluator:
-    """Evaluates versions one after another and publishes their results."""
+    """Evaluates versions one after another and publishes their results.
+
+    Each version is one evaluation run on the sampler (``<eval_id>-v<N>``), marked
+    ``purpose="eval"`` and pinned to the version: the sampler enumerates the held-out set (every
+    task ``per_task`` times, the same instances for every version), the policy worker serves
+    each request with exactly that version's weights and decodes greedily, and no episode of it
+    can reach the learner (the success filter and the learner both refuse them). As its episodes
+    are judged, each becomes an ``eval_result`` event on ``webgym.eval.results``; when all are
+    judged, one more event holds the version's success with its 95% interval, overall and per
+    task family.
+
+    Needs running workers: a browser worker, the stream processors and a policy worker serving
+    the policy with a model (``webgym worker policy --backend local --model DIR --policy-name
+    NAME``), and the held-out pages served; ``webgym eval`` starts them itself unless
+    ``--attach``.
+    """
 
     def __init__(
         self,

@@ -1,27 +1,11 @@
 """``webgym experiment learn``: does the loop learn? Warm start, on-policy training and
 evaluation of every published version, all through Kafka, in one command.
 
-The recipe (every step is the pipeline a user runs, only the behaviour policy changes):
-
-1. publish the experiment's own task sets, ``experiments/<id>/train`` and ``.../heldout``:
-   seeded MiniWoB++ instances of ``pages``, disjoint seeds (a used stack's other sets never mix
-   in); start a browser worker, the stream processors and the learner (full fine-tuning of the
-   base checkpoint, its own policy name ``<id>``, so no earlier run's versions are resumed);
-2. evaluate the base model (v0) on the held-out set, greedy: the initial success;
-3. **warm start**: the teacher (the heuristic set-of-marks policy, which uses no weights) plays
-   ``warm_start_episodes`` training instances (phase ``warm_start``); the learner trains on its
-   successes as they arrive and publishes versions; the phase ends when the learner has trained
-   every warm-start sample it can and published;
-4. the policy worker becomes the model itself (following the newest version, sampling at
-   ``temperature``); every warm-start version is evaluated, pinned and greedy;
-5. **on-policy**: the model plays ``on_policy_episodes`` training instances (phase
-   ``on_policy``); the learner keeps training on the model's own successes with no barrier,
-   and each version it publishes is evaluated as soon as it is announced, while rollouts go on;
-6. the results: ``learning.json`` (see :func:`result`), ``learning.png``, and with
-   ``tensorboard`` the learner's loss and the held-out curve as TensorBoard event files.
-
-Evaluation episodes are marked ``purpose="eval"``: the success filter and the learner refuse
-them, so no held-out instance is ever trained on.
+Every step is the pipeline a user runs, only the behaviour policy changes (the recipe:
+:func:`run_learning`). Evaluation episodes are marked ``purpose="eval"``: the success filter and
+the learner refuse them, so no held-out instance is ever trained on. The results:
+``learning.json`` (see :func:`result`), ``learning.png``, and with ``tensorboard`` the learner's
+loss and the held-out curve as TensorBoard event files.
 """
 
 from __future__ import annotations
@@ -30,7 +14,8 @@ import statistics
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -157,7 +142,29 @@ class TrainingRun:
 def run_learning(
     settings: Settings, options: LearnOptions, report: Callable[[str], None] = print
 ) -> dict[str, Any]:
-    """The whole experiment (module docstring); returns what ``learning.json`` holds."""
+    """The whole experiment; returns what ``learning.json`` holds.
+
+    The recipe (every step is the pipeline a user runs, only the behaviour policy changes):
+
+    1. publish the experiment's own task sets, ``experiments/<id>/train`` and ``.../heldout``:
+       seeded MiniWoB++ instances of ``pages``, disjoint seeds (a used stack's other sets never
+       mix in); start a browser worker, the stream processors and the learner (full fine-tuning
+       of the base checkpoint, its own policy name ``<id>``, so no earlier run's versions are
+       resumed);
+    2. evaluate the base model (v0) on the held-out set, greedy: the initial success;
+    3. **warm start**: the teacher (the heuristic set-of-marks policy, which uses no weights)
+       plays ``warm_start_episodes`` training instances (phase ``warm_start``); the learner
+       trains on its successes as they arrive and publishes versions; the phase ends when the
+       learner has trained every warm-start sample it can and published;
+    4. the policy worker becomes the model itself (following the newest version, sampling at
+       ``temperature``); every warm-start version is evaluated, pinned and greedy;
+    5. **on-policy**: the model plays ``on_policy_episodes`` training instances (phase
+       ``on_policy``); the learner keeps training on the model's own successes with no barrier,
+       and each version it publishes is evaluated as soon as it is announced, while rollouts go
+       on;
+    6. the results: ``learning.json`` (see :func:`result`), ``learning.png``, and with
+       ``tensorboard`` the learner's loss and the held-out curve as TensorBoard event files.
+    """
 
     timeline = Timeline()
     settings = settings.model_copy(update={"parse_error_budget": options.parse_error_budget})
@@ -232,28 +239,35 @@ def run_learning(
                 f"[{row['ci_low']:.0%}, {row['ci_high']:.0%}]"
             )
 
+        @contextmanager
+        def training_run(name: str, phase: str, episodes: int, seed: int) -> Iterator[TrainingRun]:
+            """Run ``<experiment id>-<name>`` samples ``episodes`` training instances while the
+            block runs; its sampling is stopped when the block ends, however it ends."""
+            run = TrainingRun(settings, f"{experiment_id}-{name}", loop.check)
+            start_sampling(
+                settings,
+                run.run_id,
+                {train_set: 1.0},
+                options.in_flight,
+                episodes,
+                seed=seed,
+                phase=phase,
+                check=False,
+            )
+            try:
+                yield run
+            finally:
+                send_stop(settings, run.run_id)
+                run.close()
+
         evaluate(0, None, "initial")
         timeline.mark("initial_evaluated")
 
         # -- warm start: the teacher plays, the learner clones its successes ----------------
         report("warm start: the heuristic teacher plays the training instances")
         loop.start_policy("heuristic")
-        warm = TrainingRun(settings, f"{experiment_id}-warm", loop.check)
-        start_sampling(
-            settings,
-            warm.run_id,
-            {train_set: 1.0},
-            options.in_flight,
-            options.warm_start_episodes,
-            seed=options.seed,
-            phase=WARM_START,
-            check=False,
-        )
-        try:
+        with training_run("warm", WARM_START, options.warm_start_episodes, options.seed) as warm:
             warm.wait(options.warm_start_episodes)
-        finally:
-            send_stop(settings, warm.run_id)
-            warm.close()
         timeline.mark("warm_start_rollouts_done")
         expected = trainable_steps(warm.scored)
         report(f"warm start: {expected} teacher samples; waiting for the learner to train them")
@@ -276,19 +290,8 @@ def run_learning(
         # -- on-policy: the model's own successes, evaluated as versions appear --------------
         report("on-policy: the model plays; the learner trains on its successes")
         last_warm = max(learned) if learned else 0
-        on = TrainingRun(settings, f"{experiment_id}-on", loop.check)
-        start_sampling(
-            settings,
-            on.run_id,
-            {train_set: 1.0},
-            options.in_flight,
-            options.on_policy_episodes,
-            seed=options.seed + 1,
-            phase=ON_POLICY,
-            check=False,
-        )
         evaluated = set(learned) | {0}
-        try:
+        with training_run("on", ON_POLICY, options.on_policy_episodes, options.seed + 1) as on:
             while on.judged() < options.on_policy_episodes:
                 fresh = _newer(settings, policy_name, evaluated)
                 if not fresh:
@@ -298,9 +301,6 @@ def run_learning(
                 version = min(fresh)
                 evaluated.add(version)
                 evaluate(version, fresh[version], ON_POLICY)
-        finally:
-            send_stop(settings, on.run_id)
-            on.close()
         timeline.mark("on_policy_rollouts_done")
         expected_on = trainable_steps(on.scored)
         report(f"on-policy: {expected_on} samples of the model's own; the learner finishes")

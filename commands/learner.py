@@ -13,6 +13,7 @@ import typer
 from agents.policy.tiny_model import build_tiny_vl_model
 from commands.errors import console, user_errors
 from commands.learning import checkpoint_exists
+from commands.options import FreshPerStep, PublishEvery, ReplayPerStep
 from infra.settings import SettingsError, load_settings
 from learner.loop import Learner, LearnerConfig, LearnerError
 from learner.trainer import TrainerConfig
@@ -32,13 +33,9 @@ def learner(
     ] = 16,
     lora_alpha: Annotated[int, typer.Option(min=1, help="LoRA scaling numerator")] = 32,
     lr: Annotated[float, typer.Option(min=0.0, help="AdamW learning rate")] = 1e-4,
-    fresh_per_step: Annotated[
-        int, typer.Option(min=1, help="new samples per optimiser step (whole trajectories)")
-    ] = 8,
-    replay_per_step: Annotated[
-        int, typer.Option(min=0, help="recency-weighted window samples per optimiser step")
-    ] = 8,
-    publish_every: Annotated[int, typer.Option(min=1, help="optimiser steps per version")] = 4,
+    fresh_per_step: FreshPerStep = 8,
+    replay_per_step: ReplayPerStep = 8,
+    publish_every: PublishEvery = 4,
     window: Annotated[int, typer.Option(min=1, help="samples kept for replay")] = 256,
     half_life: Annotated[
         float, typer.Option(min=0.001, help="recency half-life of replay draws, in samples")

@@ -20,6 +20,7 @@ from commands.errors import user_errors
 from commands.eval_run import EvalOptions, Evaluator
 from commands.experiment import LearnOptions, run_learning
 from commands.local_run import LocalLoop, RunOptions
+from commands.options import FreshPerStep, PublishEvery, ReplayPerStep
 from infra.provenance import provenance, write_result
 from infra.settings import SettingsError, load_settings
 from infra.tensorboard import ScalarLog
@@ -297,13 +298,9 @@ def experiment_learn(
         float, typer.Option(min=0.0, help="the model's sampling temperature on training rollouts")
     ] = 0.7,
     lr: Annotated[float, typer.Option(min=0.0, help="learning rate (full fine-tuning)")] = 1e-3,
-    publish_every: Annotated[int, typer.Option(min=1, help="optimiser steps per version")] = 36,
-    fresh_per_step: Annotated[
-        int, typer.Option(min=1, help="new samples per optimiser step (whole successes)")
-    ] = 2,
-    replay_per_step: Annotated[
-        int, typer.Option(min=0, help="window samples replayed per optimiser step")
-    ] = 14,
+    publish_every: PublishEvery = 36,
+    fresh_per_step: FreshPerStep = 2,
+    replay_per_step: ReplayPerStep = 14,
     seed: Annotated[int, typer.Option(help="sampling and replay seed")] = 0,
 ) -> None:
     """Does the loop learn? Warm start, on-policy training and evaluation, all through Kafka.

@@ -222,12 +222,8 @@ def start_sampling(
     in_flight: int,
     max_episodes: int | None = None,
     *,
-    seed: int = 0,
-    difficulty_ratios: dict[str, float] | None = None,
-    purpose: str = "train",
-    pinned_version: int | None = None,
-    phase: str | None = None,
     check: bool = True,
+    **target: Any,
 ) -> None:
     """Tell the sampler to keep ``in_flight`` episodes of run ``run_id`` going, at most
     ``max_episodes`` in all, drawn only from ``task_sets`` (``{name: weight}`` or
@@ -236,6 +232,8 @@ def start_sampling(
     tasks topic (else :class:`tasks.sets.UnknownTaskSet`, naming the sets that exist). Workers
     (browser, policy, stream processors) must be running for the episodes to go anywhere.
 
+    ``target`` holds the rest of the run's target, as :func:`streams.curriculum.target_event`
+    takes it (``seed``, ``difficulty_ratios``, ``purpose``, ``pinned_version``, ``phase``):
     ``purpose="eval"`` marks every episode of the run held out (none reaches the learner, and the
     policy decodes greedily); ``pinned_version`` has them served by exactly that policy version;
     ``phase`` labels them (e.g. "warm_start", "on_policy")."""
@@ -243,16 +241,7 @@ def start_sampling(
     if check:
         check_known(weights, set_sizes(read_published_tasks(settings)))
     record = curriculum.target_event(
-        run_id,
-        weights,
-        in_flight,
-        max_episodes,
-        seed=seed,
-        difficulty_ratios=difficulty_ratios,
-        purpose=purpose,
-        pinned_version=pinned_version,
-        phase=phase,
-        now_ms=now_ms(),
+        run_id, weights, in_flight, max_episodes, now_ms=now_ms(), **target
     )
     _send_curriculum(settings, record)
 

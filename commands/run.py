@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -14,6 +13,7 @@ from agents.policy.main import BACKENDS
 from commands.errors import console, user_errors
 from commands.learning import checkpoint_exists
 from commands.local_run import RunOptions, run_local
+from infra.provenance import write_result
 from infra.settings import SettingsError, load_settings
 from schemas.difficulty import DIFFICULTIES
 from tasks.miniwob import DEFAULT_SEEDS as DEFAULT_MINIWOB_SEEDS
@@ -165,8 +165,7 @@ def run(
             progress.stop()
     _print_summary(summary)
     if summary_json is not None:
-        summary_json.parent.mkdir(parents=True, exist_ok=True)
-        summary_json.write_text(json.dumps(summary.figures(), indent=2) + "\n")
+        write_result(summary_json, summary.figures())
         console.print(f"summary written to {summary_json}")
 
 

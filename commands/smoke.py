@@ -8,13 +8,12 @@ stored in and read back from MinIO. Any mismatch raises :class:`SmokeFailure`.
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 from playwright.sync_api import sync_playwright
 
@@ -22,6 +21,7 @@ from infra.chromium import launch_options
 from infra.consumer import EventConsumer, build_consumer
 from infra.dead_letters import DeadLetterRouter
 from infra.minio_store import build_minio, put_bytes, read_bytes
+from infra.ports import loopback_server
 from infra.producer import EventProducer, now_ms
 from infra.settings import Settings
 from schemas.event_ids import step_event_id
@@ -62,14 +62,8 @@ class _PageHandler(BaseHTTPRequestHandler):
 @contextmanager
 def serve_page() -> Iterator[str]:
     """Serve the smoke page on an ephemeral loopback port; yields its URL."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _PageHandler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with loopback_server(_PageHandler) as url:
+        yield url
 
 
 def screenshot(settings: Settings, url: str) -> tuple[bytes, str, str]:

@@ -26,6 +26,7 @@ from analytics.stats import REFERENCE_TOPICS, TOPICS, RunStats
 from analytics.stats_table import render
 from analytics.times import HELP as TIME_HELP
 from analytics.times import parse_since as _parse_time
+from commands.options import RunFilter
 from infra.log_reader import TopicReader, require_topics
 from infra.settings import load_settings
 
@@ -40,10 +41,7 @@ def parse_since(text: str, now_ms: int | None = None) -> int:
 
 def stats(
     since: Annotated[str | None, typer.Option(help=SINCE_HELP)] = None,
-    run: Annotated[
-        str | None,
-        typer.Option("--run", help="only this run's episodes (episode ids are <run id>-<n>)"),
-    ] = None,
+    run: RunFilter = None,
     follow: Annotated[
         bool, typer.Option("--follow", help="keep reading and refresh the table until Ctrl-C")
     ] = False,

@@ -18,6 +18,7 @@ from agents.policy.main import (
 )
 from agents.policy.worker import PolicyWorkerConfig
 from commands.errors import user_errors
+from commands.options import ConsumerGroup
 from infra.chromium import launch_options
 from infra.settings import SettingsError, load_settings
 from infra.topic_admin import (
@@ -47,7 +48,7 @@ def worker_browser(
             help="navigations served at once (default: WEBGYM_BROWSER_NAVIGATE_CONCURRENCY, 4)",
         ),
     ] = None,
-    group: Annotated[str, typer.Option(help="consumer group; one per fleet")] = "webgym-browser",
+    group: ConsumerGroup = "webgym-browser",
     fault_injection: Annotated[
         bool,
         typer.Option(help="let tasks open chrome://crash and chrome://hang (chaos tests only)"),
@@ -168,7 +169,7 @@ def worker_policy(
             "the episode lease, WEBGYM_EPISODE_LEASE_S)"
         ),
     ] = None,
-    group: Annotated[str, typer.Option(help="consumer group; one per fleet")] = "webgym-policy",
+    group: ConsumerGroup = "webgym-policy",
 ) -> None:
     """Serve inference requests (webgym.ops.infer) with a model and emit inference events.
 

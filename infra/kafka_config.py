@@ -4,19 +4,8 @@ Every client is built from :func:`client_config`, so librdkafka's own log lines 
 straight to stderr as ``%3|...|FAIL|...``, several a second while a broker is unreachable) go
 through Python logging, under the ``webgym.kafka`` logger, where the process's logging setup
 decides what is shown: a worker (logging at INFO) keeps them in its log, a command shows only
-its own error.
-
-Lines about conditions librdkafka handles itself are lowered:
-
-- a failed or dropped connection (facility ``FAIL``): librdkafka reconnects with backoff, and a
-  caller that needs the broker gets the error from its own call. The first failure of an outage
-  is logged at INFO, the repeats at DEBUG; an outage ends after ``OUTAGE_GAP_S`` with none.
-- a broker busy loading a coordinator, a request it retries by itself (``GETPID ...
-  Coordinator load in progress: retrying``): INFO.
-
-Every other line keeps librdkafka's level. Lines reach Python only when the client is served
-(poll, consume, flush, close); admin clients here are never polled, so theirs are dropped and
-their errors reach the caller as exceptions.
+its own error. Lines about conditions librdkafka handles itself are lowered (:class:`KafkaLog`);
+every other line keeps librdkafka's level.
 """
 
 from __future__ import annotations
@@ -40,6 +29,19 @@ class KafkaLog(logging.LoggerAdapter):
     """One client's librdkafka log lines, at the level a reader of this process needs.
 
     confluent-kafka calls ``log(level, "%s [%s] %s", facility, client_name, text)``.
+
+    Lines about conditions librdkafka handles itself are lowered:
+
+    - a failed or dropped connection (facility ``FAIL``): librdkafka reconnects with backoff,
+      and a caller that needs the broker gets the error from its own call. The first failure of
+      an outage is logged at INFO, the repeats at DEBUG; an outage ends after ``OUTAGE_GAP_S``
+      with none.
+    - a broker busy loading a coordinator, a request it retries by itself (``GETPID ...
+      Coordinator load in progress: retrying``): INFO.
+
+    Every other line keeps librdkafka's level. Lines reach Python only when the client is served
+    (poll, consume, flush, close); admin clients here are never polled, so theirs are dropped
+    and their errors reach the caller as exceptions.
     """
 
     def __init__(self, logger: logging.Logger) -> None:

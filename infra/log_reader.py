@@ -1,23 +1,11 @@
 """Reading Kafka without a consumer group: whole topics, what comes after, and single events.
 
 Nothing here joins a group or commits, so attaching a reader changes nothing for the running
-system. Three ways in:
-
-- :class:`TopicReader` reads topics (every partition, or only ``partitions``) from the first
-  offset still in the log, or from the first at or after ``since_ms``, and notes each partition's
-  end when it opens. :meth:`~TopicReader.batches_to_end` returns exactly the records before those
-  ends; :meth:`~TopicReader.poll` then follows what comes after. Each record comes once, in offset
-  order within its partition. An empty partition (nothing written, or all of it deleted) is read
-  at once; a topic that does not exist reads as empty (:func:`require_topics` refuses it
-  instead). Nothing delivered for ``idle_limit_s`` before the end raises :class:`LogStalled`.
-- :func:`read_topic`: one topic from its start to its end now, sorted by partition and offset.
-- :class:`OffsetFetcher` returns the event at a known partition and offset (blocking,
-  thread-safe, remembering the last few it read). It raises :class:`EventUnavailable` when no
-  position was recorded, the record is gone (retention) or not there, does not decode, or is
-  another event than the one named.
-
-Readers return records that do not decode as :class:`LoggedEvent` with ``event_type`` None and
-the error, so checks can count them.
+system. Three ways in: :class:`TopicReader` (topics to their end, then onwards; each record
+once, in offset order within its partition), :func:`read_topic` (one topic from its start to
+its end now) and :class:`OffsetFetcher` (the event at a known partition and offset). Readers
+return records that do not decode as :class:`LoggedEvent` with ``event_type`` None and the
+error, so checks can count them.
 """
 
 from __future__ import annotations
@@ -74,6 +62,14 @@ class TopicReader:
 
     ``since_ms`` starts every topic but those in ``from_start`` at its first record at or after
     that time (at its end when there is none); the others start at their first record.
+
+    Reads topics (every partition, or only ``partitions``) from the first offset still in the
+    log, or from the first at or after ``since_ms``, and notes each partition's end when it
+    opens. :meth:`batches_to_end` returns exactly the records before those ends; :meth:`poll`
+    then follows what comes after. Each record comes once, in offset order within its partition.
+    An empty partition (nothing written, or all of it deleted) is read at once; a topic that does
+    not exist reads as empty (:func:`require_topics` refuses it instead). Nothing delivered for
+    ``idle_limit_s`` before the end raises :class:`LogStalled`.
     """
 
     def __init__(
@@ -224,6 +220,10 @@ class OffsetFetcher:
 
     Decodes them as the topic table's event type of ``suffix``. Keeps the last ``cache_size``
     records it read: a policy's context repeats recent screenshots.
+
+    Blocking and thread-safe. Raises :class:`EventUnavailable` when no position was recorded,
+    the record is gone (retention) or not there, does not decode, or is another event than the
+    one named.
     """
 
     def __init__(

@@ -1,33 +1,12 @@
 """The one client for OpenAI-compatible chat servers (vLLM, `transformers serve`, hosted APIs).
 
 The policy backend, the LLM judge and the task-set tools all talk to their servers through
-:class:`ChatClient` (threads) or :class:`AsyncChatClient` (asyncio); both keep the same contract.
-
-**API key.** :func:`resolve_api_key`: a key given by the caller wins; else the environment's
-``OPENAI_API_KEY``; else the placeholder ``not-needed`` for keyless local servers. The
-placeholder given explicitly (an old default) counts as no key, so it never hides the
-environment's key. The openai SDK reads ``OPENAI_API_KEY`` only when its ``api_key`` is ``None``
-and refuses to start without some key, so the clients always hand it the resolved string.
-
-**Reasoning.** :func:`strip_reasoning` drops a reasoning model's leading ``<think>...</think>``
-block before any strict parsing; :meth:`ChatClient.ask` and :func:`json_reply` apply it.
-
-**Retry policy** (:class:`RetryPolicy`; the SDK's own retries are switched off):
-
-- At most ``max_attempts`` requests per call (default 3); every request counts, whatever failed.
-- Transient API failures are retried: connection errors, timeouts, malformed responses and the
-  HTTP statuses 408, 409, 429 and 5xx. Before attempt ``n + 1`` the client waits
-  ``backoff_s * 2 ** (n - 1)`` seconds (default 0.5 s, doubling), capped at 8 s.
-- A bad reply (:meth:`~ChatClient.ask` only: the caller's ``validate`` raised
-  :class:`ReplyError`, the reply was cut at ``max_tokens``, or the server sent no choices) is
-  retried at once, and the retry shows the model its own reply and the reason it was rejected,
-  so it is not a blind repeat (which at temperature 0 would give the same reply).
-- Another 4xx means the server refuses this input: :class:`NoValidReply` at once, no retry.
-- Authentication (401), permission (403) and not-found (404) errors are configuration errors
-  (:data:`CONFIGURATION_ERRORS`): raised as they are, since every later request would fail too.
-- When the attempts run out: :class:`NoValidReply`, whose reason names the last failure.
-
-Every retry is logged as a warning. Usage::
+:class:`ChatClient` (threads) or :class:`AsyncChatClient` (asyncio); both keep the same contract:
+the API key of :func:`resolve_api_key`; a reasoning model's ``<think>...</think>`` stripped
+before strict parsing (:func:`strip_reasoning`); at most ``max_attempts`` requests per call, with
+transient failures and bad replies retried, and every retry logged as a warning
+(:class:`RetryPolicy`); configuration errors raised as they are; otherwise
+:class:`NoValidReply`, whose reason names the last failure. Usage::
 
     from infra.openai_client import ChatClient, json_reply
 
@@ -85,8 +64,15 @@ class NoValidReply(Exception):
 
 
 def resolve_api_key(api_key: str | None = None, environ: Mapping[str, str] | None = None) -> str:
-    """The key to send (module docstring): ``api_key``, else ``OPENAI_API_KEY``, else the
-    placeholder. An empty key or the placeholder counts as none given."""
+    """The key to send: ``api_key``, else ``OPENAI_API_KEY``, else the placeholder. An empty
+    key or the placeholder counts as none given.
+
+    A key given by the caller wins; else the environment's ``OPENAI_API_KEY``; else the
+    placeholder ``not-needed`` for keyless local servers. The placeholder given explicitly (an
+    old default) counts as no key, so it never hides the environment's key. The openai SDK reads
+    ``OPENAI_API_KEY`` only when its ``api_key`` is ``None`` and refuses to start without some
+    key, so the clients always hand it the resolved string.
+    """
     if api_key and api_key != PLACEHOLDER_API_KEY:
         return api_key
     environment = os.environ if environ is None else environ
@@ -195,7 +181,25 @@ def _reply(response: Any) -> Reply:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How hard to try; the rules are in the module docstring."""
+    """How hard to try (the SDK's own retries are switched off):
+
+    - At most ``max_attempts`` requests per call (default 3); every request counts, whatever
+      failed.
+    - Transient API failures are retried: connection errors, timeouts, malformed responses and
+      the HTTP statuses 408, 409, 429 and 5xx. Before attempt ``n + 1`` the client waits
+      ``backoff_s * 2 ** (n - 1)`` seconds (default 0.5 s, doubling), capped at 8 s.
+    - A bad reply (:meth:`~ChatClient.ask` only: the caller's ``validate`` raised
+      :class:`ReplyError`, the reply was cut at ``max_tokens``, or the server sent no choices)
+      is retried at once, and the retry shows the model its own reply and the reason it was
+      rejected, so it is not a blind repeat (which at temperature 0 would give the same reply).
+    - Another 4xx means the server refuses this input: :class:`NoValidReply` at once, no retry.
+    - Authentication (401), permission (403) and not-found (404) errors are configuration errors
+      (:data:`CONFIGURATION_ERRORS`): raised as they are, since every later request would fail
+      too.
+    - When the attempts run out: :class:`NoValidReply`, whose reason names the last failure.
+
+    Every retry is logged as a warning.
+    """
 
     max_attempts: int = 3
     backoff_s: float = 0.5
@@ -213,7 +217,7 @@ class RetryPolicy:
 
 
 def is_transient(exc: openai.APIError) -> bool:
-    """Whether retrying ``exc`` later may succeed (module docstring)."""
+    """Whether retrying ``exc`` later may succeed (:class:`RetryPolicy`)."""
     if isinstance(exc, openai.APIStatusError):
         return exc.status_code in TRANSIENT_STATUSES or exc.status_code >= 500
     return True  # connection errors, timeouts, malformed responses
@@ -342,7 +346,7 @@ class _Chat:
 
 
 class ChatClient(_Chat):
-    """A synchronous client with the retry policy of the module docstring; safe to share
+    """A synchronous client with the retry policy of :class:`RetryPolicy`; safe to share
     between threads (the SDK client is)."""
 
     _sdk = openai.OpenAI
@@ -360,7 +364,8 @@ class ChatClient(_Chat):
         about: str = "",
         **params: Any,
     ) -> T:
-        """``validate(text)`` of the first reply it accepts (reasoning stripped); it raises
+        """``validate(text)`` of the first reply it accepts (reasoning stripped by
+        :func:`strip_reasoning`, which :func:`json_reply` applies too); it raises
         :class:`ReplyError` to reject one. ``about`` names the work in log lines."""
         return self._attempts(_Call(messages, validate, about, params))
 

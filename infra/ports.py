@@ -1,8 +1,28 @@
-"""Who holds a local TCP port: for the one-line error when a port a command wants is taken."""
+"""Local TCP ports: who holds one (for the one-line error when a port a command wants is taken),
+and a throwaway HTTP server on a free loopback port."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
 import psutil
+
+
+@contextmanager
+def loopback_server(handler: type[BaseHTTPRequestHandler], path: str = "/") -> Iterator[str]:
+    """Serve ``handler`` on a free port of 127.0.0.1 from a daemon thread; yields the URL of
+    ``path``. The server is shut down and its socket closed when the block ends."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}{path}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def port_holder(port: int) -> str | None:

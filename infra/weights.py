@@ -2,20 +2,11 @@
 
 Layout: ``s3://<policies bucket>/policies/<name>/v<N>/`` holds the weight files and a
 ``manifest.json`` naming every file with its sha256; ``learner-state/<name>/v<N>/`` holds what only
-the learner needs to resume (optimiser state), written before the version. Guarantees:
-
-- :func:`publish_weights` never overwrites a version (an existing ``v<N>/`` is refused), uploads
-  every file before the manifest, and writes the ``policy_version`` event only after the manifest
-  is stored and acknowledged, so an event never points at partial weights;
-- :func:`fetch_weights` returns a directory only if the manifest's sha256 matches the event and
-  every file matches the manifest, and the manifest names the base model the event names;
-  anything else raises :class:`WeightsRejected` and leaves nothing behind. The local copy is
-  named after the manifest's sha256 too (``<name>/v<N>-<sha256[:16]>``), so two stores that both
-  hold a ``v1`` never share a cached copy, and :func:`fetched_version` tells from the directory
-  alone which version it holds (a stable identity across processes and hosts);
-- the versions topic is the truth about what is published: :func:`latest_announced` reads it, and
-  objects of a version no event announces are leftovers of an interrupted upload
-  (:func:`remove_unannounced`).
+the learner needs to resume (optimiser state), written before the version. Guarantees: a version
+is never overwritten and an event never points at partial weights (:func:`publish_weights`); a
+fetched directory is verified against the event and its manifest, else :class:`WeightsRejected`
+and nothing left behind (:func:`fetch_weights`); the versions topic is the truth about what is
+published (:func:`latest_announced`, :func:`remove_unannounced`).
 """
 
 from __future__ import annotations
@@ -122,6 +113,10 @@ def publish_weights(
 
     ``after_file(n)`` runs after the n-th weight file is stored (progress, and the learner's
     crash-test hook); the manifest and the event follow only when every file is stored.
+
+    Never overwrites a version (an existing ``v<N>/`` is refused), uploads every file before the
+    manifest, and writes the ``policy_version`` event only after the manifest is stored and
+    acknowledged, so an event never points at partial weights.
     """
     bucket, prefix = settings.policies_bucket, version_prefix(policy_name, version)
     if any(True for _ in client.list_objects(bucket, prefix=prefix)):
@@ -176,7 +171,15 @@ def _read(client: Minio, bucket: str, name: str) -> bytes:
 def fetch_weights(client: Minio, event: dict[str, Any], destination: Path) -> Path:
     """Download and verify the version ``event`` announces into ``destination/<name>/v<N>``.
     Safe to call from several threads or processes for one version: the first complete copy
-    stays, later ones are discarded."""
+    stays, later ones are discarded.
+
+    Returns a directory only if the manifest's sha256 matches the event and every file matches
+    the manifest, and the manifest names the base model the event names; anything else raises
+    :class:`WeightsRejected` and leaves nothing behind. The local copy is named after the
+    manifest's sha256 too (``<name>/v<N>-<sha256[:16]>``), so two stores that both hold a ``v1``
+    never share a cached copy, and :func:`fetched_version` tells from the directory alone which
+    version it holds (a stable identity across processes and hosts).
+    """
     location = event["location"]
     if not location.startswith("s3://"):
         raise WeightsRejected(f"unsupported weights location {location!r}")
@@ -271,7 +274,11 @@ def remove_version(client: Minio, settings: Settings, policy_name: str, version:
 def remove_unannounced(
     client: Minio, settings: Settings, policy_name: str, announced: int
 ) -> list[int]:
-    """Delete versions above ``announced``: uploads a crash interrupted, never announced."""
+    """Delete versions above ``announced``: uploads a crash interrupted, never announced.
+
+    The versions topic is the truth about what is published (:func:`latest_announced` reads
+    it): objects of a version no event announces are leftovers of an interrupted upload.
+    """
     leftovers = [v for v in stored_versions(client, settings, policy_name) if v > announced]
     for version in leftovers:
         remove_version(client, settings, policy_name, version)

@@ -1,26 +1,14 @@
 """The online learner: the success stream in, published policy versions out.
 
-Reads ``webgym.trajectories.success`` in its own consumer group while rollouts go on, turns each
-trainable step into a :class:`~learner.samples.Sample`, and trains with filtered behaviour
-cloning. An optimiser step trains the next whole success records (at least ``fresh_per_step``
-new samples) together with ``replay_per_step`` samples drawn from the recency-weighted window.
-Every ``publish_every`` steps (or when input has been idle for ``idle_s``, or on a graceful stop)
-it publishes the next version, in this order:
-
-1. the optimiser state to ``learner-state/<name>/v<N>/``;
-2. the weights and then the manifest to ``policies/<name>/v<N>/`` (:func:`publish_weights`); the
-   manifest records the base model, every file's sha256, the samples seen, the input offsets,
-   and the learner's ledger: which samples were trained (or dropped as stale) since ``v<N-1>``;
-3. the ``webgym.policy.versions`` event, acknowledged;
-4. only then, the group's offsets: the position after the last record trained into ``v<N>``.
-
-Guarantees: versions only go up, and only one is announced per number. A learner killed at any
-point restarts from the newest *announced* version: its weights, optimiser state and window,
-with the consumer at that manifest's input offsets (the manifest is the truth; the committed
-offsets mirror it). Objects of a version no event announces are deleted first. So, along the
-published lineage, every sample of the success stream is trained as new exactly once (or dropped
-as stale, recorded), never twice, never skipped. A version announced by someone else (``webgym
-policy rollback``) supersedes unpublished work: the learner resumes from it.
+Reads ``webgym.trajectories.success`` in its own consumer group while rollouts go on and trains
+with filtered behaviour cloning (:class:`Learner`). Guarantees: versions only go up, and only one
+is announced per number. A learner killed at any point restarts from the newest *announced*
+version: its weights, optimiser state and window, with the consumer at that manifest's input
+offsets (the manifest is the truth; the committed offsets mirror it). Objects of a version no
+event announces are deleted first. So, along the published lineage, every sample of the success
+stream is trained as new exactly once (or dropped as stale, recorded), never twice, never
+skipped. A version announced by someone else (``webgym policy rollback``) supersedes unpublished
+work: the learner resumes from it.
 """
 
 from __future__ import annotations
@@ -140,6 +128,15 @@ def input_offsets(positions: dict[int, int], pending: deque[PendingRecord]) -> d
 
 
 class Learner:
+    """Trains on the success stream and publishes versions.
+
+    Turns each trainable step into a :class:`~learner.samples.Sample`. An optimiser step trains
+    the next whole success records (at least ``fresh_per_step`` new samples) together with
+    ``replay_per_step`` samples drawn from the recency-weighted window. Every ``publish_every``
+    steps (or when input has been idle for ``idle_s``, or on a graceful stop) it publishes the
+    next version (:meth:`publish`).
+    """
+
     def __init__(self, settings: Settings, config: LearnerConfig, trainer_config: TrainerConfig):
         if config.fresh_per_step < 1 or config.publish_every < 1:
             raise LearnerError("--fresh-per-step and --publish-every must be at least 1")
@@ -350,7 +347,17 @@ class Learner:
         return input_offsets(self.positions, self.pending)
 
     def publish(self) -> dict[str, Any]:
-        """Publish the next version, then commit the input offsets (see the module docstring)."""
+        """Publish the next version, then commit the input offsets, in this order:
+
+        1. the optimiser state to ``learner-state/<name>/v<N>/``;
+        2. the weights and then the manifest to ``policies/<name>/v<N>/``
+           (:func:`publish_weights`); the manifest records the base model, every file's sha256,
+           the samples seen, the input offsets, and the learner's ledger: which samples were
+           trained (or dropped as stale) since ``v<N-1>``;
+        3. the ``webgym.policy.versions`` event, acknowledged;
+        4. only then, the group's offsets: the position after the last record trained into
+           ``v<N>``.
+        """
         name = self.config.policy_name
         latest = latest_announced(self.settings, name)
         if latest is not None and latest["policy_version"] > self.version:

@@ -2,20 +2,10 @@
 
 The same code trains the tiny random Qwen-VL model on CPU (float32) and a Qwen3-VL checkpoint on
 a GPU (bf16 weights, bf16 autocast, optional gradient checkpointing). Guarantees:
-
-- :meth:`Trainer.step` is one optimiser step over all the samples it is given: each sample's
-  reply loss is back-propagated on its own (gradient accumulation, so memory holds one sample's
-  activations) and scaled so the step follows the mean loss; the gradient norm is clipped;
-- :meth:`Trainer.save` writes what a policy worker serves: a LoRA adapter directory
-  (``adapter_config.json`` + ``adapter_model.safetensors``, which vLLM serves as a LoRA adapter and
-  the local backend merges), or a whole checkpoint (safetensors, config and processor files);
-- :meth:`Trainer.optimizer_state` / the ``optimizer_state`` argument carry the optimiser across
-  a restart, so a resumed learner continues the same optimisation;
-- trainable weights stored in less than float32 (full fine-tuning in bf16) are optimised as
-  float32 *master* copies (:class:`MasterWeights`): the model's bf16 weights are the masters
-  rounded after every step, so updates far below a bf16 weight's resolution (lr 1e-5 on weights
-  of about 1e-2, where bf16 resolves about 1e-4) accumulate instead of being rounded away. The
-  masters travel with the optimiser state. LoRA adapters are float32 already (peft keeps them so).
+:meth:`Trainer.step` is one optimiser step over all the samples it is given, following their
+mean loss; :meth:`Trainer.save` writes what a policy worker serves; :meth:`Trainer.optimizer_state`
+/ the ``optimizer_state`` argument carry the optimiser (and float32 master weights,
+:class:`MasterWeights`) across a restart, so a resumed learner continues the same optimisation.
 """
 
 from __future__ import annotations
@@ -108,7 +98,12 @@ class Trainer:
         return sum(p.numel() for p in self.model.parameters() if p.requires_grad)
 
     def step(self, samples: list[Sample]) -> float:
-        """One optimiser step on ``samples``; returns their mean reply loss before the step."""
+        """One optimiser step on ``samples``; returns their mean reply loss before the step.
+
+        One optimiser step over all the samples it is given: each sample's reply loss is
+        back-propagated on its own (gradient accumulation, so memory holds one sample's
+        activations) and scaled so the step follows the mean loss; the gradient norm is clipped.
+        """
         if not samples:
             raise ValueError("an optimiser step needs at least one sample")
         self.optimizer.zero_grad(set_to_none=True)
@@ -139,6 +134,9 @@ class Trainer:
             self.model.train()
 
     def save(self, directory: Path) -> None:
+        """Write what a policy worker serves: a LoRA adapter directory (``adapter_config.json``
+        + ``adapter_model.safetensors``, which vLLM serves as a LoRA adapter and the local
+        backend merges), or a whole checkpoint (safetensors, config and processor files)."""
         directory.mkdir(parents=True, exist_ok=True)
         self.model.save_pretrained(directory, safe_serialization=True)
         if not self.config.lora:
@@ -165,6 +163,12 @@ class MasterWeights:
     float32 parameters themselves, and a float32 master for each other one. Gradients are moved
     into the masters' after each backward pass (:meth:`accumulate_gradients`), and the model's
     weights are refreshed from the masters after each step (:meth:`copy_to_model`).
+
+    Trainable weights stored in less than float32 (full fine-tuning in bf16) are optimised as
+    float32 *master* copies: the model's bf16 weights are the masters rounded after every step,
+    so updates far below a bf16 weight's resolution (lr 1e-5 on weights of about 1e-2, where bf16
+    resolves about 1e-4) accumulate instead of being rounded away. The masters travel with the
+    optimiser state. LoRA adapters are float32 already (peft keeps them so).
     """
 
     def __init__(self, parameters: list[torch.nn.Parameter]):

@@ -9,10 +9,7 @@ send: an id is a function of what the event is, never of when or where it was ma
   end, ended, trajectory, scored, success, site_blocked; the timer's deadline and lease);
 - a task: ``task:<task_id>``; a policy version: ``policy:<policy_name>:v<version>``.
 
-Episode ids themselves are ``<run_id>-<n:06d>``: the run that started the episode, and its number
-in that run.
-
-An id splits from the right: an episode id (``<run_id>-<n>``) ends in no ``:<number>``.
+Episode ids themselves are ``<run_id>-<n:06d>`` (:func:`new_episode_id`).
 """
 
 from __future__ import annotations
@@ -43,7 +40,8 @@ class EpisodeEventId:
 
 
 def new_episode_id(run_id: str, number: int) -> str:
-    """``<run_id>-<n:06d>``: the ``number``-th episode a run starts."""
+    """``<run_id>-<n:06d>``: the ``number``-th episode a run starts (the run that started the
+    episode, and its number in that run)."""
     return f"{run_id}-{number:06d}"
 
 
@@ -71,7 +69,10 @@ def policy_version_event_id(policy_name: str, version: int) -> str:
 
 
 def parse_episode_event_id(event_id: str) -> EpisodeEventId:
-    """The parts of a step or episode event id; ``ValueError`` for any other string."""
+    """The parts of a step or episode event id; ``ValueError`` for any other string.
+
+    An id splits from the right: an episode id (``<run_id>-<n>``) ends in no ``:<number>``.
+    """
     head, sep, kind = event_id.rpartition(":")
     if not sep or not head or not kind:
         raise ValueError(f"not an episode event id: {event_id!r}")

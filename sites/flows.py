@@ -153,9 +153,15 @@ def flow_total(flow: FlowSpec, item: Item, values: Mapping[str, str]) -> str | N
     return money(round(amount, 2), cents="." in item.value_text)
 
 
-def flow_reference(site: Site, item: Item, values: Mapping[str, str]) -> str:
+def _flow_of(site: Site) -> FlowSpec:
+    """The site's item flow; only a site with one (any domain but shopping) routes here."""
     flow = site.spec.flow
-    assert flow is not None
+    assert flow is not None, f"{site.site_id} has no item flow"
+    return flow
+
+
+def flow_reference(site: Site, item: Item, values: Mapping[str, str]) -> str:
+    flow = _flow_of(site)
     return reference(site.reference_prefix, site.site_id, f"{flow.path}/{item.slug}", values)
 
 
@@ -168,13 +174,17 @@ def _item_box(site: Site, item: Item) -> str:
     )
 
 
-def _answers(flow: FlowSpec, values: Mapping[str, str]) -> list[tuple[str, str]]:
-    return [(spec.label, values[spec.name] or "-") for spec in flow.fields]
+def _answers(flow: FlowSpec, item: Item, values: Mapping[str, str]) -> list[tuple[str, str]]:
+    """Summary rows of a submission: each field's answer, then the total if the flow has one."""
+    rows = [(spec.label, values[spec.name] or "-") for spec in flow.fields]
+    total = flow_total(flow, item, values)
+    if total is not None:
+        rows.append((flow.total_label, total))
+    return rows
 
 
 def flow_form(site: Site, item: Item, data: Mapping[str, str], method: str) -> Outcome:
-    flow = site.spec.flow
-    assert flow is not None
+    flow = _flow_of(site)
     base = f"/{flow.path}/{item.slug}"
     values, errors = validate(flow.fields, data)
     if method == "POST" and not errors:
@@ -186,17 +196,20 @@ def flow_form(site: Site, item: Item, data: Mapping[str, str], method: str) -> O
     return Outcome(f"{flow.title}: {item.name}", main)
 
 
-def flow_review(site: Site, item: Item, data: Mapping[str, str]) -> Outcome:
-    flow = site.spec.flow
-    assert flow is not None
+def flow_submitted(site: Site, item: Item, page: str, data: Mapping[str, str]) -> Outcome:
+    """A page after the form (``page``: "review" or "confirmed") for the values in its URL; the
+    form with its errors instead when they do not validate (a tampered or hand-made URL)."""
+    flow = _flow_of(site)
     values, errors = validate(flow.fields, data)
     if errors:
         return flow_form(site, item, data, "POST")
+    render = _review if page == "review" else _confirmation
+    return render(site, flow, item, values)
+
+
+def _review(site: Site, flow: FlowSpec, item: Item, values: dict[str, str]) -> Outcome:
     base = f"/{flow.path}/{item.slug}"
-    rows = [(site.spec.noun.capitalize(), item.name), *_answers(flow, values)]
-    total = flow_total(flow, item, values)
-    if total is not None:
-        rows.append((flow.total_label, total))
+    rows = [(site.spec.noun.capitalize(), item.name), *_answers(flow, item, values)]
     hidden = "".join(
         f'<input type="hidden" name="{name}" value="{esc(value)}">'
         for name, value in values.items()
@@ -211,21 +224,13 @@ def flow_review(site: Site, item: Item, data: Mapping[str, str]) -> Outcome:
     return Outcome(f"{flow.review_title}: {item.name}", main)
 
 
-def flow_confirmed(site: Site, item: Item, data: Mapping[str, str]) -> Outcome:
-    flow = site.spec.flow
-    assert flow is not None
-    values, errors = validate(flow.fields, data)
-    if errors:
-        return flow_form(site, item, data, "POST")
+def _confirmation(site: Site, flow: FlowSpec, item: Item, values: dict[str, str]) -> Outcome:
     rows = [
         (site.spec.noun.capitalize(), item.name),
         *((label, item.field(label)) for label in site.spec.card_fields),
         (site.spec.value_label, item.value_text),
-        *_answers(flow, values),
+        *_answers(flow, item, values),
     ]
-    total = flow_total(flow, item, values)
-    if total is not None:
-        rows.append((flow.total_label, total))
     main = (
         f'<h1>{esc(flow.done_title)}</h1><div class="notice"><p>Thank you, '
         f"{esc(values['name'])}. Your {esc(flow.reference_label.lower())} is</p>"

@@ -114,10 +114,8 @@ class SiteApp:
                 return None
             if len(parts) == 2:
                 return flows.flow_form(site, item, data, request.method)
-            if parts[2] == "review":
-                return flows.flow_review(site, item, request.query)
-            if parts[2] == "confirmed":
-                return flows.flow_confirmed(site, item, request.query)
+            if parts[2] in ("review", "confirmed"):
+                return flows.flow_submitted(site, item, parts[2], request.query)
         return None
 
     def _shop(self, request: Request, parts: list[str]):

@@ -7,15 +7,8 @@ every fact is a string shown verbatim on a page of ``extra_json["solution_urls"]
 detail pages, or the confirmation page a form flow ends on, whose reference is a hash of the
 inputs the instruction dictates); ``definite_answer`` passes :func:`sites.verifier.verify` once
 the pages of ``extra_json["required_paths"]`` are visited. Every answer is unambiguous: a
-superlative is only asked where no tie exists.
-
-Every task carries its task set, ``practice-web/seed-<seed>`` (:func:`task_set_name`); the sites of
-a seed are the same whatever their count (site ``i`` of ``generate_sites(seed, n)`` does not depend
-on ``n``), so a set of more sites contains the set of fewer.
-
-Difficulties: easy, one fact group of one fact on a detail page; medium, two groups that need a
-filter or sort and a detail page; hard, three groups, one of three or more facts, that need the
-whole catalogue and a detail page, or a complete multi-step form flow.
+superlative is only asked where no tie exists. Every task carries its task set
+(:func:`task_set_name`).
 """
 
 from __future__ import annotations
@@ -374,11 +367,19 @@ def _hard(site: Site, rng: Random, variant: int, used: set[str]) -> Draft:
     return _flow(site, rng, used)
 
 
+# Difficulties: easy, one fact group of one fact on a detail page; medium, two groups that need a
+# filter or sort and a detail page; hard, three groups, one of three or more facts, that need the
+# whole catalogue and a detail page, or a complete multi-step form flow.
 _MAKERS = {"easy": _easy, "medium": _medium, "hard": _hard}
 
 
 def task_set_name(seed: int) -> str:
-    """The task set of the practice web of ``seed``: ``practice-web/seed-<seed>``."""
+    """The task set of the practice web of ``seed``: ``practice-web/seed-<seed>``.
+
+    Every task carries it. The sites of a seed are the same whatever their count (site ``i`` of
+    ``generate_sites(seed, n)`` does not depend on ``n``), so a set of more sites contains the
+    set of fewer.
+    """
     return f"{TASK_SET_PREFIX}/seed-{seed}"
 
 
@@ -412,7 +413,8 @@ def _record(site: Site, task_id: str, difficulty: str, draft: Draft, seed: int) 
 
 
 def generate_tasks(sites: Iterable[Site], per_site: int = 6, seed: int = 0) -> list[dict]:
-    """``per_site`` tasks per site, difficulties cycling easy, medium, hard; see the module doc.
+    """``per_site`` tasks per site, difficulties cycling easy, medium, hard (see ``_MAKERS``);
+    guarantees in the module docstring.
 
     Task ids are ``<site_id>-<n:03d>-<difficulty>`` (with ``-s<seed>`` after the site id when
     ``seed`` is not 0, so task sets of different seeds never share an id).

@@ -1,47 +1,11 @@
 """The deterministic verifier of practice-web tasks: facts in the answer, required pages visited,
 and no credit for answers that game the fact check.
 
-A fact is satisfied when its normalised text occurs in the normalised final answer as whole
-words (``"12"`` is not found in ``"112"`` nor in ``"4.12"``). Normalisation, the same on both
-sides: Unicode NFKC and casefold; currency symbols and thousands separators dropped and trailing
-decimal zeros trimmed (``"$1,299.00"``, ``"1299.00"`` and ``"$1299"`` all read ``1299``);
-"minutes"/"mins" read "min"; hyphens, apostrophes and list punctuation dropped; whitespace
-collapsed. Dates must be written as the page shows them.
-
-Because a fact only has to *occur* in the answer, an answer that pastes a whole page, or lists
-every value of the listing, would contain every fact. Three rules refuse such answers (reward 0,
-and every fact's rationale names the rule, so ``webgym rescore`` and replay show why):
-
-- **Length rule** (:func:`length_refusal`): an answer may be at most
-  ``max(LENGTH_FACTOR * n, n + LENGTH_SLACK)`` characters, ``n`` the length of the task's
-  ``definite_answer`` (both with runs of whitespace counted as one space). Measured on the tasks
-  of ``generate_tasks`` for seeds 0 to 5: ``LENGTH_SLACK`` = 150 is more than the longest easy or
-  medium instruction (140 characters), so a short answer may restate the whole question around
-  its facts; ``LENGTH_FACTOR`` = 2 lets the long multi-fact answers of hard tasks (84 to 257
-  characters) be rewritten in full sentences. The shortest solution page of a generated task
-  shows more than 600 characters of text, at least 3.9 times its definite answer, so no page
-  dump fits. A task without a definite answer has no limit.
-- **Candidate rule** (:func:`catalogue_refusal`, applied when the site's :class:`Catalogue` is
-  given): for every field a fact of the task belongs to (name, price, rating, colour...: the
-  fields whose shown value, on some item of the site, equals the fact), the answer may name no
-  other value of that field from the site's catalogue: "$12.99, $15.49 or $19.00" and "Alder
-  Kettle $12.99; Birch Kettle $14.49" get 0 where "Alder Kettle, $12.99" passes. A value of
-  that kind counts even when the item the task is about shows it in another field (asked the
-  total time, "130 minutes, 20 of them prep" names two times); its other values do not.
-- **Copy rule** (same function): the answer may name at most ``MAX_OTHER_VALUES`` (2) values of
-  any field shown on the site besides the facts: "$12.99, red, 14 left" passes, the item's table
-  of fields pasted whole (3 or more) and most page excerpts that fit the length rule get 0. The
-  definite answers of the generated tasks name none.
-
-  Both rules ignore the facts themselves, the site's name and town, values the instruction
-  contains, values of one or two digits (copy rule only: servings, bedrooms), and numbers that
-  stand inside a longer value of an item the task is about (an answer may say "14 left" though
-  another product costs $14.00).
-
-Reward is 1.0 only when no rule refuses the answer, every fact of every group is satisfied and
-every path in the task's ``extra_json["required_paths"]`` was visited on the task's host (a visited
-path matches a required one when equal to it or below it: ``/products`` matches
-``/products/kettle``). Pure and deterministic: the same arguments always give the same verdict.
+:func:`verify` takes a task, a final answer and the visited URLs and returns a :class:`Verdict`.
+Reward is 1.0 only when no rule refuses the answer (:func:`length_refusal`,
+:func:`catalogue_refusal`), every fact of every group is satisfied (:func:`contains_fact`) and
+every required path was visited (:func:`verify`); otherwise 0, and a refusal is named in every
+fact's rationale. Pure and deterministic: the same arguments always give the same verdict.
 """
 
 from __future__ import annotations
@@ -61,8 +25,15 @@ from sites.data import Site, generate_sites
 JUDGE_NAME = "practice-web-verifier"
 # 2: the length, candidate and copy rules.
 JUDGE_VERSION = "2"
+# The length rule's constants. Measured on the tasks of ``generate_tasks`` for seeds 0 to 5:
+# LENGTH_SLACK = 150 is more than the longest easy or medium instruction (140 characters), so a
+# short answer may restate the whole question around its facts; LENGTH_FACTOR = 2 lets the long
+# multi-fact answers of hard tasks (84 to 257 characters) be rewritten in full sentences. The
+# shortest solution page of a generated task shows more than 600 characters of text, at least
+# 3.9 times its definite answer, so no page dump fits.
 LENGTH_FACTOR = 2
 LENGTH_SLACK = 150
+# The copy rule's limit: the definite answers of the generated tasks name no other value.
 MAX_OTHER_VALUES = 2
 
 _APOSTROPHES = re.compile(r"['’‘`´]")
@@ -76,7 +47,13 @@ _SMALL_NUMBER = re.compile(r"\d{1,2}")
 
 
 def normalise(text: str) -> str:
-    """The comparable form of a fact, an answer or a page's text (see the module docstring)."""
+    """The comparable form of a fact, an answer or a page's text.
+
+    The same on both sides: Unicode NFKC and casefold; currency symbols and thousands separators
+    dropped and trailing decimal zeros trimmed (``"$1,299.00"``, ``"1299.00"`` and ``"$1299"``
+    all read ``1299``); "minutes"/"mins" read "min"; hyphens, apostrophes and list punctuation
+    dropped; whitespace collapsed. Dates must be written as the page shows them.
+    """
     text = unicodedata.normalize("NFKC", text).casefold()
     text = _APOSTROPHES.sub("", text)
     text = _CURRENCY.sub("", text)
@@ -99,7 +76,8 @@ def _occurs(needle: str, text: str) -> bool:
 
 
 def contains_fact(answer: str, fact: str) -> bool:
-    """Whether the normalised ``fact`` occurs as whole words in the normalised ``answer``."""
+    """Whether the normalised ``fact`` occurs as whole words in the normalised ``answer``
+    (``"12"`` is not found in ``"112"`` nor in ``"4.12"``)."""
     needle = normalise(fact)
     if not needle:
         return False
@@ -114,7 +92,7 @@ def answer_length_limit(definite_answer: str) -> int:
     """The most characters an answer may have: ``max(LENGTH_FACTOR * n, n + LENGTH_SLACK)``.
 
     ``n`` is the length of ``definite_answer``; both lengths count a run of whitespace as one
-    space. See the module docstring for why these constants.
+    space. See the comment above ``LENGTH_FACTOR`` for why these constants.
     """
     n = _collapsed_length(definite_answer)
     return max(LENGTH_FACTOR * n, n + LENGTH_SLACK)
@@ -122,7 +100,14 @@ def answer_length_limit(definite_answer: str) -> int:
 
 def length_refusal(answer: str, definite_answer: str | None) -> str | None:
     """Why the length rule refuses ``answer``, or None when it does not (or there is no
-    definite answer to measure against). The reason names the rule and both numbers."""
+    definite answer to measure against). The reason names the rule and both numbers.
+
+    Because a fact only has to *occur* in the answer, an answer that pastes a whole page, or
+    lists every value of the listing, would contain every fact. Three rules refuse such answers
+    (reward 0, and every fact's rationale names the rule, so ``webgym rescore`` and replay show
+    why): this length rule (:func:`answer_length_limit`; a task without a definite answer has no
+    limit), and the candidate and copy rules (:func:`catalogue_refusal`).
+    """
     if not definite_answer or not definite_answer.strip():
         return None
     length, limit = _collapsed_length(answer), answer_length_limit(definite_answer)
@@ -209,8 +194,26 @@ def _listed(values: list[str]) -> str:
 
 
 def catalogue_refusal(task: dict[str, Any], answer: str, catalogue: Catalogue) -> str | None:
-    """Why the candidate rule or the copy rule refuses ``answer`` to ``task``, or None; see the
-    module docstring. The reason names the rule, the field and the values the answer names."""
+    """Why the candidate rule or the copy rule refuses ``answer`` to ``task``, or None. The
+    reason names the rule, the field and the values the answer names.
+
+    - **Candidate rule** (applied when the site's :class:`Catalogue` is given): for every field a
+      fact of the task belongs to (name, price, rating, colour...: the fields whose shown value,
+      on some item of the site, equals the fact), the answer may name no other value of that
+      field from the site's catalogue: "$12.99, $15.49 or $19.00" and "Alder Kettle $12.99;
+      Birch Kettle $14.49" get 0 where "Alder Kettle, $12.99" passes. A value of that kind counts
+      even when the item the task is about shows it in another field (asked the total time,
+      "130 minutes, 20 of them prep" names two times); its other values do not.
+    - **Copy rule**: the answer may name at most ``MAX_OTHER_VALUES`` (2) values of any field
+      shown on the site besides the facts: "$12.99, red, 14 left" passes, the item's table of
+      fields pasted whole (3 or more) and most page excerpts that fit the length rule get 0. The
+      definite answers of the generated tasks name none.
+
+    Both rules ignore the facts themselves, the site's name and town, values the instruction
+    contains, values of one or two digits (copy rule only: servings, bedrooms), and numbers that
+    stand inside a longer value of an item the task is about (an answer may say "14 left" though
+    another product costs $14.00).
+    """
     facts = {normalise(f) for group in task["evaluator_reference"] for f in group["facts"]}
     facts.discard("")
     instruction = normalise(task.get("task_name") or "")
@@ -315,6 +318,8 @@ class Verdict:
 
 
 def _path_visited(required: str, host: str, visited_urls: list[str]) -> bool:
+    """Whether ``required`` was visited on ``host``: a visited path matches a required one when
+    equal to it or below it (``/products`` matches ``/products/kettle``)."""
     required = "/" + required.strip("/")
     for visited in visited_urls:
         parts = urlsplit(visited)
@@ -336,10 +341,13 @@ def verify(
     visited_urls: list[str],
     catalogue: Catalogue | None = None,
 ) -> Verdict:
-    """Score one answer to one task; see the module docstring for the rules.
+    """Score one answer to one task.
 
-    The candidate rule applies only with the ``catalogue`` of the task's site
-    (:meth:`SiteCatalogues.for_task` finds it); the length rule always does.
+    Reward is 1.0 only when no rule refuses the answer, every fact of every group is satisfied
+    (:func:`contains_fact`) and every path in the task's ``extra_json["required_paths"]`` was
+    visited on the task's host (:func:`_path_visited`). The candidate rule applies only with the
+    ``catalogue`` of the task's site (:meth:`SiteCatalogues.for_task` finds it); the length rule
+    always does.
     """
     answer = (final_answer or "").strip()
     refusal = None

@@ -9,27 +9,16 @@ comes again (see ``streams.orchestrator``), so a worker killed at any point lose
 downstream consumers drop the duplicates by their deterministic ids. Poison records go to
 ``webgym.dlq`` with their source coordinates; the stream moves on. So do well-formed events the
 orchestrator finds out of order (error class ``OutOfOrderStep``): they change no episode.
-
-Agents (one per input stream; ``WEBGYM_STREAMS_AGENTS`` picks a subset, e.g. ``judge``; the
-workers of one deployment must all run the same subset, which names the consumer group):
-
-- ``orchestrator``: episodes, observations and inferences -> navigate / infer / act operations,
-  terminal episode events and trajectories (the assembler), a lease timer;
-- ``judge``: trajectories -> scored trajectories (verifier or LLM rubric judge, concurrently);
-- ``filter``: scored trajectories -> the success stream, blocked-site notices;
-- ``sampler``: curriculum notices -> ``started`` episodes, N in flight.
-
-All episode-keyed topics share one partition count and the murmur2 partitioner, and the
-``episodes`` table writes its changelog by the same partitioner, so a worker holds the table rows
-of exactly the episodes whose events it consumes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import sys
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import faust
@@ -53,8 +42,18 @@ from tasks.catalog import TaskCatalog
 
 log = logging.getLogger("streams")
 
+# Agents (one per input stream; ``WEBGYM_STREAMS_AGENTS`` picks a subset, e.g. ``judge``; the
+# workers of one deployment must all run the same subset, which names the consumer group):
+# - ``orchestrator``: episodes, observations and inferences -> navigate / infer / act operations,
+#   terminal episode events and trajectories (the assembler), a lease timer;
+# - ``judge``: trajectories -> scored trajectories (verifier or LLM rubric judge, concurrently);
+# - ``filter``: scored trajectories -> the success stream, blocked-site notices;
+# - ``sampler``: curriculum notices -> ``started`` episodes, N in flight.
 AGENT_SETS = ("orchestrator", "judge", "filter", "sampler")
 ENDED_KEPT_MS = 10 * 60 * 1000  # an ended episode's row stays this long to absorb late events
+
+# What ``Streams.agent`` hands each decoded input to: the record, and its event (for its offset).
+RecordHandler = Callable[[dict[str, Any], faust.types.EventT], Awaitable[None]]
 
 
 class IdempotentProducer(faust_aiokafka.Producer):
@@ -75,6 +74,10 @@ class StreamsApp(faust.App):
 
 class KeyPartitionedTable(faust.Table):
     """A table whose row for key k lives in partition murmur2(k), like every event keyed k.
+
+    All episode-keyed topics share one partition count and the murmur2 partitioner, and the
+    ``episodes`` table writes its changelog by the same partitioner, so a worker holds the table
+    rows of exactly the episodes whose events it consumes.
 
     Faust's default puts a row in the partition of the event being processed, which needs an
     event (timers have none); its ``use_partitioner`` asks the producer, which may not have the
@@ -180,6 +183,29 @@ class Streams:
         self._partitioner = DefaultPartitioner()
 
     # -- shared helpers ---------------------------------------------------------------------------
+
+    def agent(
+        self, suffix: str, expected: str, *, name: str, concurrency: int = 1
+    ) -> Callable[[RecordHandler], RecordHandler]:
+        """Register the decorated ``handler(record, event)`` as Faust agent ``name`` on topic
+        ``suffix``: each event is decoded as ``expected`` and its record handed over, one event
+        at a time per actor (``concurrency`` actors). A poison record goes to the dead-letter
+        topic and the stream moves on. At least once: an input's offset is committed only after
+        the handler has returned for it and for every earlier input, and what it queued is
+        flushed first; so a handler must be idempotent on ``event_id``."""
+
+        def register(handler: RecordHandler) -> RecordHandler:
+            @functools.wraps(handler)  # Faust labels and documents the agent by its function
+            async def consume(stream: faust.StreamT) -> None:
+                async for event in stream.events():
+                    record = await self.decode(event, expected)
+                    if record is not None:
+                        await handler(record, event)
+
+            self.app.agent(self.topics[suffix], name=name, concurrency=concurrency)(consume)
+            return handler
+
+        return register
 
     async def decode(self, event: faust.types.EventT, expected: str) -> dict[str, Any] | None:
         """The event's record, or None after routing a poison record to the dead-letter topic."""

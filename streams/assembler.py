@@ -35,6 +35,7 @@ def assemble(state: dict[str, Any]) -> dict[str, Any]:
                 "inference_event_id": entry["inference_event_id"],
                 "action": entry["action"],
                 "parse_error": entry["parse_error"],
+                "backend_error": entry.get("backend_error"),  # states kept before inference v5
                 "repeated": repeated,
                 "observation_partition": observation["partition"],
                 "observation_offset": observation["offset"],

@@ -1,32 +1,8 @@
 """The task sampler's rules: each run keeps its N episodes in flight, drawn only from its task sets.
 
 No batches and no barrier (the paper's asynchronous rollout): each ``episode_ended`` notice frees
-one slot of the run that holds the episode, and the sampler fills it at once.
-
-Runs: a ``target`` event names a run (``run_id``), the task sets it draws from with their
-weights (``task_sets``, see :mod:`tasks.sets`), the episodes to keep in flight, an episode budget,
-difficulty ratios and a seed. Several runs sample at once, each with its own target, slots,
-budget and attempt counts; a target of one run leaves the others alone, and a later target of
-the same run changes it in place (its numbering goes on). A target with ``in_flight`` 0, or a
-``stop`` event, ends the run's sampling; its episodes in flight run to their end. Runs whose
-sampling ended and whose episodes all ended keep only their counters (so a late target of the
-same run never reuses an episode id); the oldest of them are forgotten past
-:data:`REMEMBERED_RUNS`.
-
-A target also marks its run (:data:`RUN_MARKS`): ``purpose`` ("train", or "eval": held out, never
-trained on), ``pinned_version`` (the policy version that must serve it; null: the followed one)
-and ``phase`` (a label such as "warm_start"); every ``started`` event of the run carries them.
-
-An evaluation run (``purpose`` "eval") does not draw at random: it enumerates its sets' tasks
-in order, every task once before any task twice (:func:`next_to_evaluate`).
-
-Drawing, per episode of any other run: a set by its weight among the run's sets that have a task
-to give, then a difficulty uniformly over that set's difficulties (or by the run's ratios), then,
-among the tasks of that difficulty the run tried least often, one at random (so attempts spread evenly). Only
-members of the run's sets are drawn, whatever else the tasks topic holds; a run that names no
-set draws nothing. Sites blocked until a later time (``site_blocked``) are skipped by every run.
-
-Pure; the state is one JSON-serialisable dict (a row of the Faust ``curriculum`` table).
+one slot of the run that holds the episode, and the sampler fills it at once. Pure; the state is
+one JSON-serialisable dict (a row of the Faust ``curriculum`` table).
 
 Guarantees: deterministic (the n-th episode of a run is drawn with ``Random(f"{seed}:{n}")`` and
 is named ``<run_id>-<n:06d>``; a run's draws depend on its own target and history and on the
@@ -58,7 +34,10 @@ Task = Mapping[str, Any]
 
 PURPOSES = ("train", "eval")
 # What a run's target stamps on each of its episodes, with the value of a target that names none
-# (older targets: a training run served by whatever version the worker follows).
+# (older targets: a training run served by whatever version the worker follows): ``purpose``
+# ("train", or "eval": held out, never trained on), ``pinned_version`` (the policy version that
+# must serve it; null: the followed one) and ``phase`` (a label such as "warm_start"); every
+# ``started`` event of the run carries them.
 RUN_MARKS: dict[str, Any] = {"purpose": "train", "pinned_version": None, "phase": None}
 
 
@@ -143,7 +122,18 @@ def apply(
     rules: Rules,
     now_ms: int,
 ) -> tuple[dict[str, Any], list[Output], bool]:
-    """One curriculum event in: (new state, ``started`` events out, whether the state changed)."""
+    """One curriculum event in: (new state, ``started`` events out, whether the state changed).
+
+    Runs: a ``target`` event names a run (``run_id``), the task sets it draws from with their
+    weights (``task_sets``, see :mod:`tasks.sets`), the episodes to keep in flight, an episode
+    budget, difficulty ratios and a seed. Several runs sample at once, each with its own target,
+    slots, budget and attempt counts; a target of one run leaves the others alone, and a later
+    target of the same run changes it in place (its numbering goes on). A target with
+    ``in_flight`` 0, or a ``stop`` event, ends the run's sampling; its episodes in flight run to
+    their end. Runs whose sampling ended and whose episodes all ended keep only their counters
+    (so a late target of the same run never reuses an episode id); the oldest of them are
+    forgotten past :data:`REMEMBERED_RUNS`.
+    """
     state = upgraded(copy(state)) if state is not None else new_state()
     event_id = event["event_id"]
     if event_id in state["started_by"]:
@@ -259,7 +249,10 @@ def next_to_evaluate(
 ) -> Task | None:
     """An evaluation run's next task: the first (by set name, then task id) of those it tried
     least often. So a run of ``k * n`` episodes on ``n`` tasks evaluates each exactly ``k`` times,
-    and every version evaluated with the same budget meets the same instances."""
+    and every version evaluated with the same budget meets the same instances.
+
+    An evaluation run (``purpose`` "eval") does not draw at random: it enumerates its sets' tasks
+    in order, every task once before any task twice."""
     best = None
     for name in sorted(sets):
         for task in sets[name]:
@@ -330,6 +323,15 @@ def _has_room(run: dict[str, Any]) -> bool:
 
 
 def _top_up_run(state: dict[str, Any], run_id: str, sets: _SetIndex, rules: Rules) -> list[Picked]:
+    """Start the episodes one run is short of.
+
+    Drawing, per episode of any run but an evaluation run (:func:`next_to_evaluate`): a set by
+    its weight among the run's sets that have a task to give, then a difficulty uniformly over
+    that set's difficulties (or by the run's ratios), then, among the tasks of that difficulty
+    the run tried least often, one at random (so attempts spread evenly). Only members of the
+    run's sets are drawn, whatever else the tasks topic holds; a run that names no set draws
+    nothing. Sites blocked until a later time (``site_blocked``) are skipped by every run.
+    """
     run = state["runs"][run_id]
     target = run["target"]
     members = sets.of(target["task_sets"]) if _has_room(run) else {}

@@ -2,30 +2,11 @@
 
 An episode's state is a JSON-serialisable dict (a row of the Faust ``episodes`` table). Each
 ``on_*`` function takes the state and one input event and returns a :class:`Transition`: the new
-state and the events to emit. The cycle, with step numbers::
-
-    started            -> navigate (step 0)
-    observation s      -> infer request s+1 (context from the policy side's builder)
-    inference s        -> act s | end (answer, horizon, parse-error budget)
-    observation.failure-> end (aborted: the browser side failed)
-    timer              -> end (deadline: finished; lease expired: aborted)
-
-Guarantees the stream processor builds on:
-
-- Deterministic: the same state and input give the same output, with deterministic event ids
-  (``<episode>:<step>:navigate|infer|act``, ``<episode>:end``, ``<episode>:trajectory``), so a
-  re-delivered input reproduces exactly what downstream consumers already deduplicate.
-- Idempotent on ``event_id``: an input already applied changes nothing. If it is the *last*
-  input applied, its outputs are returned again (``resend``): after a crash the table may hold
-  the new state while the outputs were lost, and re-sending them is the repair.
-- One end per episode: once ended, every input is ignored; the end emits exactly one terminal
-  ``episode`` event, one trajectory and one ``curriculum`` notice for the sampler.
-- Out of order is poison: an observation or inference whose step the episode never asked for
-  (beyond its horizon, more than ``STEPS_AHEAD_TOLERATED`` ahead of its step, or behind it and not
-  the event applied for that step) comes back ``rejected`` and the stream processor dead-letters
-  it; the episode does not change. A record a little ahead is only ignored, as stale: a row
-  restored after a crash may lag the outputs it had already sent, and their answers come early.
-  A failure observation is always taken (it aborts the episode), whatever its step.
+state and the events to emit. Guarantees the stream processor builds on: deterministic (the same
+state and input give the same output, with deterministic event ids); idempotent on ``event_id``
+(an input already applied changes nothing; the last one's outputs come again, :func:`resend`);
+one end per episode (:func:`_end`); an out-of-order observation or inference comes back
+``rejected``, to be dead-lettered, and the episode does not change (:func:`_refuse`).
 """
 
 from __future__ import annotations
@@ -88,6 +69,13 @@ class Rules:
 
 @dataclass
 class Transition:
+    """The new state and the events to emit for one input.
+
+    Deterministic: the same state and input give the same output, with deterministic event ids
+    (``<episode>:<step>:navigate|infer|act``, ``<episode>:end``, ``<episode>:trajectory``), so a
+    re-delivered input reproduces exactly what downstream consumers already deduplicate.
+    """
+
     state: dict[str, Any] | None
     outputs: list[Output] = field(default_factory=list)
     changed: bool = True  # False: nothing to write to the table
@@ -107,6 +95,13 @@ def screenshot_digest(screenshot: bytes) -> str:
 
 
 # -- inputs ---------------------------------------------------------------------------------------
+# The cycle, with step numbers:
+#
+#     started            -> navigate (step 0)
+#     observation s      -> infer request s+1 (context from the policy side's builder)
+#     inference s        -> act s | end (answer, horizon, parse-error budget)
+#     observation.failure-> end (aborted: the browser side failed)
+#     timer              -> end (deadline: finished; lease expired: aborted)
 
 
 def on_started(
@@ -296,7 +291,12 @@ def on_timer(state: dict[str, Any], now_ms: int) -> Transition:
 
 
 def resend(state: dict[str, Any]) -> list[Output]:
-    """The outputs of the last input applied (see the module docstring)."""
+    """The outputs of the last input applied.
+
+    Idempotent on ``event_id``: an input already applied changes nothing. If it is the *last*
+    input applied, its outputs are returned again: after a crash the table may hold the new
+    state while the outputs were lost, and re-sending them is the repair.
+    """
     return [Output.from_list(item) for item in state.get("outbox", [])]
 
 
@@ -388,7 +388,16 @@ def _refuse(
 ) -> Transition | None:
     """What to do with an observation or inference the episode cannot apply, or None to apply
     it: not ours (yet: an episode this table never opened), a duplicate, out of order
-    (poison), or after the end."""
+    (poison), or after the end.
+
+    Out of order is poison: an observation or inference whose step the episode never asked for
+    (beyond its horizon, more than ``STEPS_AHEAD_TOLERATED`` ahead of its step, or behind it and
+    not the event applied for that step) comes back ``rejected`` and the stream processor
+    dead-letters it; the episode does not change. A record a little ahead is only ignored, as
+    stale: a row restored after a crash may lag the outputs it had already sent, and their
+    answers come early. A failure observation is always taken (it aborts the episode), whatever
+    its step. Once ended, every input is ignored.
+    """
     if state is None:
         return Transition.unchanged(None)
     event_id = answer["event_id"]
@@ -536,6 +545,8 @@ def _end(
     final_answer: str | None,
     now_ms: int,
 ) -> Transition:
+    """End the episode: one end per episode, so the end emits exactly one terminal ``episode``
+    event, one trajectory and one ``curriculum`` notice for the sampler."""
     episode_id = state["episode_id"]
     state["status"] = "ended"
     state["end"] = {"kind": kind, "reason": reason, "final_answer": final_answer, "ts": now_ms}

@@ -1,68 +1,11 @@
 """Procedural decomposition: easier subtasks over subsets of a task's rubric, as in WebGym.
 
-**Which tasks.** A task is decomposed when its rubric has at least 2 fact groups and at least
-one group has 3 or more facts. Other tasks give no subtask (they are listed in ``skipped``).
-
-**Which subsets.** The candidates are the non-empty proper subsets of the task's fact groups,
-smallest first and, within one size, in the order of ``itertools.combinations`` over the groups
-in rubric order (for g1, g2, g3: {g1}, {g2}, {g3}, {g1,g2}, {g1,g3}, {g2,g3}). The first
-``max_per_task`` candidates (default 6: all of them for three groups) are tried; a candidate that
-is rejected is not replaced, so the LLM calls per task are bounded and the output deterministic.
-
-**Subtask record.** ``task_id`` = ``<parent task_id>~<group ids joined by "+">`` (e.g.
-``shop-002-hard~g1+g3``), ``event_id`` = ``task:<task_id>``, ``parent_task_id`` = the parent's,
-``evaluator_reference`` = the subset in rubric order, ``split``, ``ts``, website and domain
-inherited. Difficulty: every subtask has fewer fact groups than its parent, so it is one level
-easier (hard -> medium -> easy; easy stays easy). ``extra_json`` is the parent's plus
-``"decomposition": {"parent_task_id", "fact_group_ids", "instruction_source"}``.
-
-**Practice-web tasks** (``extra_json.source == "practice-web"``) are decomposed from ground truth,
-without a model:
-
-- Instruction: for a task with a closing sentence starting "Report" (a form flow, whose steps
-  dictate the inputs that the facts depend on), the steps are kept and the last sentence becomes
-  "Report: <description>; <description>."; otherwise "On <site name>, find: <description>;
-  <description>." (the site name is read from the parent's "On <site name>, ..."). A description
-  starting with "their"/"its" refers to the group before it; when that group is left out it is
-  spelt out ("their Price" -> "Price of the three most expensive products").
-- ``definite_answer``: the subset's facts joined by "; ", checked with the verifier's own
-  ``contains_fact`` (a fact must appear in the answer as whole words).
-- ``required_paths`` and ``solution_urls`` are filtered when a page can be told to belong to fact
-  groups: a page whose path has two or more segments belongs to the groups whose description names
-  its last segment (the item slug: "Brand of Alder Eco Kettlebell" names
-  ``/products/alder-eco-kettlebell``); it is kept when one of those groups is kept. Every other page
-  (listings, confirmation pages) is kept for every subtask.
-
-**Other tasks** (real websites) get their instruction rewritten by an LLM over an
-OpenAI-compatible API (:class:`InstructionRewriter`); ``definite_answer`` is ``None`` (the
-parent's answer covers groups the subtask leaves out). The reply must be the JSON object
-``{"instruction": "..."}``, alone or in one ```json block, and is validated
-(:func:`parse_instruction`): the instruction is a non-empty string; it differs from the parent's
-(whitespace and case ignored); it is at most ``max_length_ratio`` (2) times as long as the
-parent's; it mentions no fact of a left-out group; it gives away no fact of a kept group. Both
-fact checks are case-insensitive substring tests; a fact the parent's own instruction mentions
-(a product to put in the cart, say) is exempt, and a fact in both a kept and a left-out group
-counts as kept. A bad reply is retried (the model is shown the reason) up to ``max_attempts``
-times; a subset whose rewrite never validates is listed in ``rejected`` with the last reason,
-never emitted.
-
-Practice-web instructions are checked for given-away kept facts too (the left-out check is for
-model rewrites only: ground-truth descriptions ask for exactly their group).
-
-**Duplicates.** A subtask with the same instruction and rubric (descriptions and facts; ids,
-case and whitespace ignored) as an input task or an earlier subtask, of any parent, is dropped
-and listed in ``duplicates``; the first one, in input order, is kept.
-
-Usage::
-
-    from tasks.decompose import decompose
-    from tasks.llm_client import LLMConfig
-
-    result = decompose(tasks, rewriter=LLMConfig(base_url="http://127.0.0.1:8000/v1",
-                                                 model="Qwen/Qwen3-8B"))
-    subtasks = result.subtasks
-    for task_id, fact_group_ids, reason in result.rejected:
-        print(f"{task_id} {'+'.join(fact_group_ids)}: {reason}")
+Consumes task records; :func:`decompose` returns a :class:`DecompositionResult` with the subtasks
+and, with a reason, every task or subset that gave none (``skipped``, ``rejected``,
+``duplicates``). Practice-web subtasks are built from ground truth, without a model, and are
+deterministic; real-website subtasks get an LLM-rewritten instruction, and the LLM calls per task
+are bounded. A subtask is emitted only if its instruction validates; a bad parent (difficulty,
+repeated fact group ids, ``extra_json`` not a JSON object) is listed in ``rejected``, not raised.
 """
 
 from __future__ import annotations
@@ -81,14 +24,17 @@ from schemas.event_ids import task_event_id
 from sites.catalogues import slugify
 from sites.verifier import contains_fact
 from tasks.llm_client import LLMClient, LLMConfig, LLMRejected, LLMReplyError, as_client, mentions
+from tasks.webgym_format import extra_of
 
 log = logging.getLogger(__name__)
 
+# Candidates tried per task: all six proper subsets of three fact groups.
 DEFAULT_MAX_PER_TASK = 6
 MIN_GROUPS = 2
 MIN_FACTS_IN_ONE_GROUP = 3
 MAX_LENGTH_RATIO = 2.0
 PRACTICE_WEB = "practice-web"
+# A subtask has fewer fact groups than its parent, so it is one level easier; easy stays easy.
 EASIER = {"hard": "medium", "medium": "easy", "easy": "easy"}
 
 _PRONOUN = re.compile(r"(?:their|its)\s+(?P<rest>.+)", re.IGNORECASE | re.DOTALL)
@@ -159,7 +105,11 @@ class SubtaskError(ValueError):
 
 
 def not_decomposable(task: dict[str, Any]) -> str | None:
-    """Why ``task`` gives no subtask, or ``None`` when it meets the rule."""
+    """Why ``task`` gives no subtask, or ``None`` when it meets the rule.
+
+    The rule: a task is decomposed when its rubric has at least 2 fact groups and at least one
+    group has 3 or more facts. Other tasks give no subtask (they are listed in ``skipped``).
+    """
     groups = task.get("evaluator_reference") or []
     if len(groups) < MIN_GROUPS:
         return f"{len(groups)} fact group(s); decomposition needs at least {MIN_GROUPS}"
@@ -169,7 +119,15 @@ def not_decomposable(task: dict[str, Any]) -> str | None:
 
 
 def candidate_subsets(group_count: int, max_per_task: int) -> list[tuple[int, ...]]:
-    """Indices of the fact groups of each candidate subset, in the order they are tried."""
+    """Indices of the fact groups of each candidate subset, in the order they are tried.
+
+    The candidates are the non-empty proper subsets of the task's fact groups, smallest first
+    and, within one size, in the order of ``itertools.combinations`` over the groups in rubric
+    order (for g1, g2, g3: {g1}, {g2}, {g3}, {g1,g2}, {g1,g3}, {g2,g3}). The first
+    ``max_per_task`` candidates (default 6: all of them for three groups) are tried; a candidate
+    that is rejected is not replaced, so the LLM calls per task are bounded and the output
+    deterministic.
+    """
     subsets = itertools.chain.from_iterable(
         itertools.combinations(range(group_count), size) for size in range(1, group_count)
     )
@@ -177,6 +135,7 @@ def candidate_subsets(group_count: int, max_per_task: int) -> list[tuple[int, ..
 
 
 def subtask_id(parent_id: str, kept: Sequence[dict[str, Any]]) -> str:
+    """``<parent task_id>~<group ids joined by "+">``, e.g. ``shop-002-hard~g1+g3``."""
     return f"{parent_id}~{'+'.join(group['id'] for group in kept)}"
 
 
@@ -194,15 +153,27 @@ def _given_away(instruction: str, parent: dict[str, Any], kept: Sequence[dict]) 
     return None
 
 
-def check_instruction(
-    instruction: str,
+def parse_instruction(
+    text: str,
     parent: dict[str, Any],
     kept: Sequence[dict[str, Any]],
     left_out: Sequence[dict[str, Any]],
     max_length_ratio: float = MAX_LENGTH_RATIO,
 ) -> str:
-    """``instruction`` stripped, if valid for the subset (module docstring); else
-    :class:`LLMReplyError` with the reason."""
+    """The instruction of a rewrite reply, stripped, if valid for the subset; else
+    :class:`LLMReplyError` with the reason.
+
+    The reply must be the JSON object ``{"instruction": "..."}``, alone or in one ```json block.
+    Valid: the instruction is a non-empty string; it differs from the parent's (whitespace and
+    case ignored); it is at most ``max_length_ratio`` (2) times as long as the parent's; it
+    mentions no fact of a left-out group; it gives away no fact of a kept group. Both fact checks
+    are case-insensitive substring tests; a fact the parent's own instruction mentions (a product
+    to put in the cart, say) is exempt, and a fact in both a kept and a left-out group counts as
+    kept.
+    """
+    instruction = json_reply(text, {"instruction"})["instruction"]
+    if not isinstance(instruction, str):
+        raise LLMReplyError(f"instruction must be a JSON string, got {type(instruction).__name__}")
     instruction = instruction.strip()
     original = parent["task_name"]
     if not instruction:
@@ -228,20 +199,6 @@ def check_instruction(
     if problem:
         raise LLMReplyError(problem)
     return instruction
-
-
-def parse_instruction(
-    text: str,
-    parent: dict[str, Any],
-    kept: Sequence[dict[str, Any]],
-    left_out: Sequence[dict[str, Any]],
-    max_length_ratio: float = MAX_LENGTH_RATIO,
-) -> str:
-    """The validated instruction of a rewrite reply; else :class:`LLMReplyError`."""
-    instruction = json_reply(text, {"instruction"})["instruction"]
-    if not isinstance(instruction, str):
-        raise LLMReplyError(f"instruction must be a JSON string, got {type(instruction).__name__}")
-    return check_instruction(instruction, parent, kept, left_out, max_length_ratio)
 
 
 # -- real websites: an LLM rewrites the instruction --------------------------------------------
@@ -276,7 +233,14 @@ def build_rewrite_messages(
 
 
 class InstructionRewriter:
-    """Rewrites a task's instruction for a subset of its fact groups with an LLM, validated."""
+    """Rewrites a task's instruction for a subset of its fact groups with an LLM, validated.
+
+    Used for real-website tasks (not practice-web), over an OpenAI-compatible API; their
+    ``definite_answer`` is ``None`` (the parent's answer covers groups the subtask leaves out).
+    A reply that fails :func:`parse_instruction` is retried (the model is shown the reason) up to
+    ``max_attempts`` times; a subset whose rewrite never validates is listed in ``rejected`` with
+    the last reason, never emitted.
+    """
 
     def __init__(self, llm: LLMClient | LLMConfig, max_length_ratio: float = MAX_LENGTH_RATIO):
         if max_length_ratio <= 0:
@@ -330,6 +294,9 @@ def _practice_instruction(parent: dict[str, Any], descriptions: list[str]) -> st
 
 
 def _page_owners(page: str, groups: Sequence[dict[str, Any]]) -> set[str]:
+    """The fact groups a page belongs to: when its path has two or more segments, the groups
+    whose description names its last segment (the item slug: "Brand of Alder Eco Kettlebell"
+    names ``/products/alder-eco-kettlebell``); else none."""
     segments = [s for s in unquote(urlsplit(page).path).split("/") if s]
     if len(segments) < 2:
         return set()
@@ -338,6 +305,8 @@ def _page_owners(page: str, groups: Sequence[dict[str, Any]]) -> set[str]:
 
 
 def _pages_for(pages: list[str], groups: Sequence[dict], kept_ids: set[str]) -> list[str]:
+    """The pages kept for a subtask: a page is kept when one of its groups is kept; every other
+    page (listings, confirmation pages) is kept for every subtask."""
     kept_pages = []
     for page in pages:
         owners = _page_owners(page, groups)
@@ -350,7 +319,24 @@ def practice_web_fields(
     parent: dict[str, Any], extra: dict[str, Any], chosen: Sequence[int]
 ) -> tuple[str, str, dict[str, Any]]:
     """Instruction, definite answer and extra fields of a practice-web subtask; else
-    :class:`SubtaskError`."""
+    :class:`SubtaskError`.
+
+    Practice-web tasks (``extra_json.source == "practice-web"``) are decomposed from ground truth,
+    without a model:
+
+    - Instruction: for a task with a closing sentence starting "Report" (a form flow, whose steps
+      dictate the inputs that the facts depend on), the steps are kept and the last sentence
+      becomes "Report: <description>; <description>."; otherwise "On <site name>, find:
+      <description>; <description>." (the site name is read from the parent's "On <site name>,
+      ..."). A description starting with "their"/"its" refers to the group before it; when that
+      group is left out it is spelt out ("their Price" -> "Price of the three most expensive
+      products"). The instruction is checked for given-away kept facts too (the left-out check is
+      for model rewrites only: ground-truth descriptions ask for exactly their group).
+    - ``definite_answer``: the subset's facts joined by "; ", checked with the verifier's own
+      ``contains_fact`` (a fact must appear in the answer as whole words).
+    - ``required_paths`` and ``solution_urls`` are filtered when a page can be told to belong to
+      fact groups (:func:`_pages_for`).
+    """
     groups = parent["evaluator_reference"]
     kept = [groups[i] for i in chosen]
     instruction = _practice_instruction(parent, _descriptions(groups, chosen))
@@ -386,16 +372,6 @@ def _identity(task: dict[str, Any]) -> tuple:
     return _normal(task["task_name"]), rubric
 
 
-def _extra(task: dict[str, Any]) -> dict[str, Any]:
-    try:
-        extra = json.loads(task.get("extra_json") or "{}")
-    except ValueError as exc:
-        raise SubtaskError(f"extra_json is not JSON: {exc}") from None
-    if not isinstance(extra, dict):
-        raise SubtaskError(f"extra_json is a JSON {type(extra).__name__}, not an object")
-    return extra
-
-
 def _check_parent(task: dict[str, Any]) -> None:
     if task.get("difficulty") not in EASIER:
         raise SubtaskError(f"difficulty {task.get('difficulty')!r} is not easy, medium or hard")
@@ -413,11 +389,19 @@ def _as_rewriter(rewriter: Rewriter | LLMClient | LLMConfig | None) -> Rewriter 
 def _subtasks_of(
     parent: dict[str, Any], rewriter: Rewriter | None, max_per_task: int, out: DecompositionResult
 ) -> list[dict[str, Any]]:
+    """The subtask records of one parent; what fails is appended to ``out.rejected``.
+
+    Record: ``task_id`` from :func:`subtask_id`, ``event_id`` = ``task:<task_id>``,
+    ``parent_task_id`` = the parent's, ``evaluator_reference`` = the subset in rubric order,
+    ``split``, ``ts``, website and domain inherited, difficulty one level easier (``EASIER``).
+    ``extra_json`` is the parent's plus ``"decomposition": {"parent_task_id", "fact_group_ids",
+    "instruction_source"}``.
+    """
     task_id = parent["task_id"]
     try:
         _check_parent(parent)
-        extra = _extra(parent)
-    except SubtaskError as exc:
+        extra = extra_of(parent)
+    except ValueError as exc:  # a SubtaskError, or extra_json that is not a JSON object
         out.rejected.append(Rejected(task_id, (), str(exc)))
         return []
     groups = parent["evaluator_reference"]
@@ -478,11 +462,26 @@ def decompose(
     *,
     on_task: Callable[[str], None] | None = None,
 ) -> DecompositionResult:
-    """Subtasks of every task that meets the rule (module docstring).
+    """Subtasks of every task that meets the rule (:func:`not_decomposable`).
 
     ``rewriter`` writes the instructions of real-website subtasks (an :class:`LLMConfig` or
     :class:`LLMClient` is wrapped in an :class:`InstructionRewriter`); without one, those
     subsets are rejected. ``on_task(task_id)`` is called after each task, for progress display.
+
+    Duplicates: a subtask with the same instruction and rubric (descriptions and facts; ids,
+    case and whitespace ignored) as an input task or an earlier subtask, of any parent, is
+    dropped and listed in ``duplicates``; the first one, in input order, is kept.
+
+    Usage::
+
+        from tasks.decompose import decompose
+        from tasks.llm_client import LLMConfig
+
+        result = decompose(tasks, rewriter=LLMConfig(base_url="http://127.0.0.1:8000/v1",
+                                                     model="Qwen/Qwen3-8B"))
+        subtasks = result.subtasks
+        for task_id, fact_group_ids, reason in result.rejected:
+            print(f"{task_id} {'+'.join(fact_group_ids)}: {reason}")
     """
     if max_per_task < 1:
         raise ValueError(f"max_per_task must be at least 1, got {max_per_task}")

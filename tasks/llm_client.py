@@ -7,18 +7,9 @@ the guarantees are that module's:
   returned. Replies are parsed strictly (:func:`~infra.openai_client.json_reply`): a reasoning
   model's ``<think>`` block dropped, then one JSON object, alone or in one ```json fenced block,
   no duplicate keys, no NaN.
-- The one retry policy of :mod:`infra.openai_client`: up to ``max_attempts`` requests; a
-  rejected reply is retried showing the model its reply and the reason; transient API failures
-  are retried after a capped backoff; another 4xx rejects at once; authentication, permission and
-  not-found errors are raised. :class:`LLMRejected` says why, with the last reason.
-- The API key: ``api_key`` when given, else ``OPENAI_API_KEY``, else none (a placeholder).
-
-Usage::
-
-    from tasks.llm_client import LLMClient, LLMConfig
-
-    llm = LLMClient(LLMConfig(base_url="http://127.0.0.1:8000/v1", model="Qwen/Qwen3-8B"))
-    value = llm.ask(messages, validate=my_parser)  # raises LLMRejected after max_attempts
+- The one retry policy of :mod:`infra.openai_client`; :class:`LLMRejected` says why, with the
+  last reason. The API key: ``api_key`` when given, else ``OPENAI_API_KEY``, else none (a
+  placeholder).
 """
 
 from __future__ import annotations
@@ -75,7 +66,18 @@ class LLMConfig:
 
 class LLMClient(ChatClient):
     """A :class:`~infra.openai_client.ChatClient` built from an :class:`LLMConfig`;
-    ``openai_client`` replaces the SDK client (tests)."""
+    ``openai_client`` replaces the SDK client (tests).
+
+    Retries (:class:`~infra.openai_client.RetryPolicy`): up to ``max_attempts`` requests; a
+    rejected reply is retried showing the model its reply and the reason; transient API failures
+    are retried after a capped backoff; another 4xx rejects at once; authentication, permission
+    and not-found errors are raised. Usage::
+
+        from tasks.llm_client import LLMClient, LLMConfig
+
+        llm = LLMClient(LLMConfig(base_url="http://127.0.0.1:8000/v1", model="Qwen/Qwen3-8B"))
+        value = llm.ask(messages, validate=my_parser)  # raises LLMRejected after max_attempts
+    """
 
     def __init__(
         self,

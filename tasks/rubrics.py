@@ -1,31 +1,11 @@
 """Rubrics for tasks that come without one: an LLM proposes the fact groups, strictly validated.
 
 A task whose ``evaluator_reference`` is empty gets fact groups proposed by a model behind an
-OpenAI-compatible API, from its instruction, website and (when there is one) definite answer.
-The reply must be one JSON object, alone or in one ```json block::
-
-    {"fact_groups": [{"id": "g1", "description": "...", "facts": ["...", "..."]}, ...]}
-
-and is accepted only when (:func:`parse_rubric`): there are 1 to 8 fact groups; every group has
-exactly the keys ``id``, ``description`` and ``facts``; ids are strings ``g<number>``, each used
-once; descriptions are non-empty strings; every group has 1 to 10 facts, each a non-empty string;
-no fact appears twice in the rubric (compared case-insensitively, whitespace collapsed). Strings
-are stored stripped. A rejected reply is retried (the model is shown its reply and the reason) up
-to ``max_attempts`` times; then the task is reported rejected with the last reason, never given a
-bad rubric. Tasks that already have a rubric are passed through unchanged (the same object).
-
-A generated rubric is marked in ``extra_json`` as ``"rubric_source": "llm:<model>"``.
-
-Usage::
-
-    from tasks.llm_client import LLMConfig
-    from tasks.rubrics import generate_rubrics
-
-    config = LLMConfig(base_url="http://127.0.0.1:8000/v1", model="Qwen/Qwen3-8B")
-    result = generate_rubrics(tasks, config)
-    for task_id, reason in result.rejected:
-        print(f"{task_id}: {reason}")
-    keep = result.tasks_with_rubrics
+OpenAI-compatible API (:func:`generate_rubrics`). Guarantees: a reply is accepted only when it
+validates (:func:`parse_rubric`); a task whose replies never validate is reported rejected with
+the last reason, never given a bad rubric; a task with a bad ``extra_json`` is rejected too.
+Tasks that already have a rubric are passed through unchanged (the same object). A generated
+rubric is marked in ``extra_json`` as ``"rubric_source": "llm:<model>"``.
 """
 
 from __future__ import annotations
@@ -39,6 +19,7 @@ from typing import Any, NamedTuple
 
 from infra.openai_client import json_fields, json_reply
 from tasks.llm_client import LLMClient, LLMConfig, LLMRejected, LLMReplyError, as_client
+from tasks.webgym_format import extra_of
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +83,18 @@ def _text(value: Any, where: str) -> str:
 
 
 def parse_rubric(text: str) -> list[dict[str, Any]]:
-    """The fact groups of a reply, validated (module docstring); else :class:`LLMReplyError`."""
+    """The fact groups of a reply, validated; else :class:`LLMReplyError`.
+
+    The reply must be one JSON object, alone or in one ```json block::
+
+        {"fact_groups": [{"id": "g1", "description": "...", "facts": ["...", "..."]}, ...]}
+
+    and is accepted only when: there are 1 to 8 fact groups; every group has exactly the keys
+    ``id``, ``description`` and ``facts``; ids are strings ``g<number>``, each used once;
+    descriptions are non-empty strings; every group has 1 to 10 facts, each a non-empty string;
+    no fact appears twice in the rubric (compared case-insensitively, whitespace collapsed).
+    Strings are stored stripped.
+    """
     groups = json_reply(text, {"fact_groups"})["fact_groups"]
     if not isinstance(groups, list):
         raise LLMReplyError(f"fact_groups must be a JSON list, got {type(groups).__name__}")
@@ -154,19 +146,9 @@ def propose_rubric(task: dict[str, Any], llm: LLMClient) -> list[dict[str, Any]]
     return llm.ask(build_messages(task), parse_rubric)
 
 
-def _extra(task: dict[str, Any]) -> dict[str, Any]:
-    try:
-        extra = json.loads(task.get("extra_json") or "{}")
-    except ValueError as exc:
-        raise ValueError(f"extra_json is not JSON: {exc}") from None
-    if not isinstance(extra, dict):
-        raise ValueError(f"extra_json is a JSON {type(extra).__name__}, not an object")
-    return extra
-
-
 def _with_rubric(task: dict[str, Any], llm: LLMClient) -> dict[str, Any] | RubricRejected:
     try:
-        extra = _extra(task)
+        extra = extra_of(task)
         rubric = propose_rubric(task, llm)
     except ValueError as exc:
         return RubricRejected(task["task_id"], str(exc))
@@ -187,9 +169,24 @@ def generate_rubrics(
     *,
     on_task: Callable[[str], None] | None = None,
 ) -> RubricResult:
-    """Give every task without a rubric an LLM-proposed one (module docstring).
+    """Give every task without a rubric an LLM-proposed one.
 
-    ``on_task(task_id)`` is called after each task, for progress display.
+    The model is asked from the task's instruction, website and (when there is one) definite
+    answer. A rejected reply is retried (the model is shown its reply and the reason) up to
+    ``max_attempts`` times; then the task is reported rejected with the last reason, never given
+    a bad rubric. Tasks that already have a rubric are passed through unchanged (the same
+    object). ``on_task(task_id)`` is called after each task, for progress display.
+
+    Usage::
+
+        from tasks.llm_client import LLMConfig
+        from tasks.rubrics import generate_rubrics
+
+        config = LLMConfig(base_url="http://127.0.0.1:8000/v1", model="Qwen/Qwen3-8B")
+        result = generate_rubrics(tasks, config)
+        for task_id, reason in result.rejected:
+            print(f"{task_id}: {reason}")
+        keep = result.tasks_with_rubrics
     """
     llm = as_client(client_or_config)
     result = RubricResult()

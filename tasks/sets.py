@@ -3,18 +3,8 @@
 Every task record names its set (``task_set``, task schema v2). A task is a member of set ``S``
 when its ``task_set`` is ``S``, or when ``S`` is ``<task_set>/<split>`` (its split marker, train
 or test): the split of a set is a set too. Nothing else is a member: a task with no set (a v1
-record) belongs to no set. Names are compared exactly.
-
-The sets a run can name:
-
-- ``practice-web/seed-<K>`` (and ``.../train``, ``.../test``): the practice web of seed K with its
-  out-of-distribution split by website (:mod:`tasks.practice_web`);
-- ``miniwob/train``, ``miniwob/heldout``: MiniWoB++ instances, page + seed (:mod:`tasks.miniwob`);
-- a loaded WebGym file: ``webgym tasks load FILE --task-set NAME`` (default: the file's name
-  without its extensions), with ``NAME/train`` and ``NAME/test`` where the file marks a split.
-
-A run names one set or several with sampling weights (:func:`parse_weights`:
-``miniwob/train=2,practice-web/seed-0=1``).
+record) belongs to no set. Names are compared exactly. A run names one set or several with
+sampling weights (:func:`parse_weights`: ``miniwob/train=2,practice-web/seed-0=1``).
 """
 
 from __future__ import annotations
@@ -45,7 +35,18 @@ class UnknownTaskSet(TaskSetError):
 
 
 def is_member(task: Mapping[str, Any], name: str) -> bool:
-    """Whether ``task`` belongs to set ``name`` (see the module docstring)."""
+    """Whether ``task`` belongs to set ``name`` (see the module docstring).
+
+    The sets a run can name:
+
+    - ``practice-web/seed-<K>`` (and ``.../train``, ``.../test``): the practice web of seed K
+      with its out-of-distribution split by website (:mod:`tasks.practice_web`);
+    - ``miniwob/train``, ``miniwob/heldout``: MiniWoB++ instances, page + seed
+      (:mod:`tasks.miniwob`);
+    - a loaded WebGym file: ``webgym tasks load FILE --task-set NAME`` (default: the file's
+      name without its extensions), with ``NAME/train`` and ``NAME/test`` where the file marks a
+      split.
+    """
     own = task.get("task_set") or ""
     if not own:
         return False

@@ -1,40 +1,12 @@
 """WebGym task files in, ``task`` records (``schemas/avro/task/v2.avsc``) out, and back.
 
-Files: JSON Lines (``.jsonl``, or gzipped ``.jsonl.gz``), one JSON object a line (blank lines are
-skipped), or Parquet (``.parquet``), one task a row. Fields, as in the published data set:
-
-- ``task_id`` (text, or an integer): unique within a file; a repeat is an error on the later line.
-- ``task_name``: the instruction. ``website``: a host (``amazon.com``), or a URL with its scheme.
-- ``start_url``: optional; default ``https://<website>/`` (or ``website`` itself if it has a
-  scheme). Only ``http`` and ``https`` URLs are accepted.
-- ``domain``, ``subdomain``, ``definite_answer`` (numbers become text), ``parent_task_id``:
-  optional; missing, null or blank is None.
-- ``difficulty``: ``easy`` / ``medium`` / ``hard`` in any case, or 1 / 2 / 3 (a number or a
-  numeric string). Anything else is an error.
-- ``evaluator_reference``, the rubric, becomes fact groups ``{id, description, facts}``: a list
-  of fact groups is taken as it is (a group without ``id`` is numbered ``g1, g2, ...`` by its
-  position); the older shapes become one group each: one string (a group with that description
-  and that one fact), a list of strings (one group per string), a list of ``{description,
-  difficulty}`` (fact = description). Keys of a group other than id, description and facts (the
-  old per-group ``difficulty``) are kept in ``extra_json["evaluator_reference_extra"][<id>]``.
-- The split marker becomes ``split`` in {"train", "test"} or None. Accepted: ``split`` or
-  ``distribution`` with train / training / id / iid / in_distribution (-> train) or test /
-  testing / eval / evaluation / ood / out_of_distribution (-> test), any case, ``-`` or space for
-  ``_``; or ``is_ood`` as a boolean, 0 / 1 or true / false / yes / no. Markers that disagree are
-  an error.
-- ``task_set``: optional, the named set the task belongs to (``tasks.sets``); ``webgym tasks
-  load`` gives tasks without one the set of the file (``--task-set``, default the file's name).
-- Every other field is kept in ``extra_json`` (a JSON object, keys sorted), with
-  ``"source": "webgym"`` unless the line has a ``source`` of its own. Null values are dropped (a
-  Parquet column gives every row every field). An ``extra_json`` field (records dumped from the
-  topic) is merged in; ``event_id`` and ``ts`` are ignored, as both are derived here.
-
 Guarantees: every record :func:`load_tasks` returns encodes with the task schema; ``event_id`` is
 ``task:<task_id>`` and ``ts`` is the constant :data:`TASK_TS`, never the load time, so loading a
 file twice gives identical records (and re-publishing it changes nothing). A bad line costs that
 line only: it becomes a :class:`LineError` (file, 1-based line or row number, field, message)
 and the rest still loads, unless ``strict=True``, where any bad line means no tasks at all.
 :func:`to_webgym` writes a record back in the WebGym shape; loading that line gives the record.
+Files accepted: :func:`_rows`; fields accepted: :func:`task_from_webgym`.
 """
 
 from __future__ import annotations
@@ -140,7 +112,8 @@ def load_tasks(
     progress: Progress | None = None,
     rubric_optional: bool = False,
 ) -> LoadResult:
-    """Read and validate a task file; see the module docstring for what is accepted.
+    """Read and validate a task file; see :func:`_rows` and :func:`task_from_webgym` for what
+    is accepted.
 
     ``rubric_optional``: a task without a rubric loads with no fact groups (the input of rubric
     generation); otherwise a missing rubric is an error.
@@ -195,7 +168,26 @@ def _load(
 
 
 def task_from_webgym(raw: Mapping[str, Any], rubric_optional: bool = False) -> dict[str, Any]:
-    """One task record from one WebGym line; raises :class:`TaskFieldError` naming the field."""
+    """One task record from one WebGym line; raises :class:`TaskFieldError` naming the field.
+
+    Fields, as in the published data set:
+
+    - ``task_id`` (text, or an integer): unique within a file; a repeat is an error on the later
+      line.
+    - ``task_name``: the instruction. ``website``: a host (``amazon.com``), or a URL with its
+      scheme.
+    - ``start_url``: optional; default ``https://<website>/`` (or ``website`` itself if it has a
+      scheme). Only ``http`` and ``https`` URLs are accepted.
+    - ``domain``, ``subdomain``, ``definite_answer`` (numbers become text), ``parent_task_id``:
+      optional; missing, null or blank is None.
+    - ``difficulty``: :func:`normalise_difficulty`.
+    - ``evaluator_reference``, the rubric: :func:`normalise_evaluator_reference`.
+    - The split marker: :func:`normalise_split`.
+    - ``task_set``: optional, the named set the task belongs to (``tasks.sets``); ``webgym tasks
+      load`` gives tasks without one the set of the file (``--task-set``, default the file's
+      name).
+    - Every other field is kept in ``extra_json`` (:func:`_extras`).
+    """
     if not isinstance(raw, Mapping):
         raise TaskFieldError(None, f"a line must be one JSON object, got {_kind(raw)}")
     task_id = _task_id(raw.get("task_id"))
@@ -240,6 +232,8 @@ def task_from_webgym(raw: Mapping[str, Any], rubric_optional: bool = False) -> d
 
 
 def normalise_difficulty(value: Any) -> str:
+    """``easy`` / ``medium`` / ``hard`` in any case, or 1 / 2 / 3 (a number or a numeric
+    string). Anything else is an error."""
     if value is None:
         raise TaskFieldError("difficulty", "missing; give easy, medium, hard or 1-3")
     number: float | None = None
@@ -261,7 +255,15 @@ def normalise_difficulty(value: Any) -> str:
 def normalise_evaluator_reference(
     value: Any,
 ) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
-    """Fact groups, and the extra keys of each group by group id (empty if there are none)."""
+    """Fact groups, and the extra keys of each group by group id (empty if there are none).
+
+    The rubric becomes fact groups ``{id, description, facts}``: a list of fact groups is taken
+    as it is (a group without ``id`` is numbered ``g1, g2, ...`` by its position); the older
+    shapes become one group each: one string (a group with that description and that one fact),
+    a list of strings (one group per string), a list of ``{description, difficulty}`` (fact =
+    description). Keys of a group other than id, description and facts (the old per-group
+    ``difficulty``) are kept in ``extra_json["evaluator_reference_extra"][<id>]``.
+    """
     name = "evaluator_reference"
     if value is None:
         raise TaskFieldError(name, "missing; give the rubric as fact groups or fact strings")
@@ -310,7 +312,13 @@ def normalise_evaluator_reference(
 
 
 def normalise_split(raw: Mapping[str, Any]) -> str | None:
-    """``train``, ``test`` or None from the split / distribution / is_ood markers of a line."""
+    """``train``, ``test`` or None from the split / distribution / is_ood markers of a line.
+
+    Accepted: ``split`` or ``distribution`` with train / training / id / iid / in_distribution
+    (-> train) or test / testing / eval / evaluation / ood / out_of_distribution (-> test), any
+    case, ``-`` or space for ``_``; or ``is_ood`` as a boolean, 0 / 1 or true / false / yes /
+    no. Markers that disagree are an error.
+    """
     found: dict[str, str] = {}
     for marker in ("split", "distribution"):
         value = raw.get(marker)
@@ -334,6 +342,18 @@ def normalise_split(raw: Mapping[str, Any]) -> str | None:
         said = ", ".join(f"{marker} says {split}" for marker, split in found.items())
         raise TaskFieldError(next(iter(found)), f"split markers disagree ({said}); keep one")
     return next(iter(found.values()), None)
+
+
+def extra_of(task: Mapping[str, Any]) -> dict[str, Any]:
+    """A task record's ``extra_json`` as a dict (empty when the record has none); a
+    :class:`ValueError` that says why when it is not JSON or not a JSON object."""
+    try:
+        extra = json.loads(task.get("extra_json") or "{}")
+    except ValueError as exc:
+        raise ValueError(f"extra_json is not JSON: {exc}") from None
+    if not isinstance(extra, dict):
+        raise ValueError(f"extra_json is a JSON {type(extra).__name__}, not an object")
+    return extra
 
 
 def to_webgym(task: Mapping[str, Any]) -> dict[str, Any]:
@@ -382,6 +402,8 @@ def write_webgym_jsonl(path: Path | str, tasks: list[Mapping[str, Any]]) -> None
 
 
 def _rows(path: Path, progress: Progress | None) -> Iterator[tuple[int, Any]]:
+    """The rows of a task file: JSON Lines (``.jsonl``, or gzipped ``.jsonl.gz``), one JSON
+    object a line (blank lines are skipped), or Parquet (``.parquet``), one task a row."""
     if not path.is_file():
         raise TaskFileError(f"{path}: no such file; give the path of a .jsonl or .parquet file")
     name = path.name.lower()
@@ -496,6 +518,11 @@ def _checked_url(url: str, field_name: str) -> str:
 
 
 def _extras(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """Every field the schema has no place for, for ``extra_json`` (a JSON object, keys sorted),
+    with ``"source": "webgym"`` unless the line has a ``source`` of its own. Null values are
+    dropped (a Parquet column gives every row every field). An ``extra_json`` field (records
+    dumped from the topic) is merged in; ``event_id`` and ``ts`` are ignored, as both are
+    derived here."""
     embedded = raw.get("extra_json")
     extras: dict[str, Any] = {}
     if isinstance(embedded, str) and embedded.strip():

@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import openai
+import pytest
 from openai.types.chat import ChatCompletion
 
 from tasks.llm_client import LLMClient, LLMConfig
@@ -39,6 +40,13 @@ def completion(content: str | None, finish_reason: str = "stop") -> ChatCompleti
             ],
         }
     )
+
+
+def assert_rejected(error: type[Exception], reason: str, parse: Callable[[], object]) -> None:
+    """``parse()`` raises ``error`` with a message that starts with ``reason``."""
+    with pytest.raises(error) as caught:
+        parse()
+    assert str(caught.value).startswith(reason), str(caught.value)
 
 
 def status_error(cls: type[openai.APIStatusError], code: int) -> openai.APIStatusError:

@@ -2,10 +2,91 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 TS = 1_795_000_000_000
 EPISODE = "ep-0001"
+
+
+# A real WebGym task of three fact groups, for the LLM tools that rewrite and judge tasks.
+LASAGNA_RECIPE = {
+    "id": "g1",
+    "description": "a recipe that meets the criteria",
+    "facts": [
+        "The recipe is a vegetarian lasagna",
+        "The recipe is rated at least 4.5 stars",
+        "The recipe has more than 100 reviews",
+    ],
+}
+LASAGNA_TIME = {"id": "g2", "description": "total time", "facts": ["The total time of the recipe"]}
+LASAGNA_INGREDIENTS = {
+    "id": "g3",
+    "description": "first three ingredients",
+    "facts": ["ricotta cheese", "lasagna noodles", "fresh spinach"],
+}
+
+
+def lasagna_task(**fields: Any) -> dict[str, Any]:
+    """The allrecipes.com vegetarian lasagna task as the tasks topic holds it, fact groups
+    ``LASAGNA_RECIPE``, ``LASAGNA_TIME`` and ``LASAGNA_INGREDIENTS``; ``fields`` override."""
+    return {
+        "event_id": "task:allrecipes-0042",
+        "ts": TS,
+        "task_id": "allrecipes-0042",
+        "task_name": "On allrecipes.com, find a vegetarian lasagna recipe rated at least 4.5 stars "
+        "with more than 100 reviews. Report its name, its total time and its first three "
+        "ingredients.",
+        "website": "allrecipes.com",
+        "start_url": "https://www.allrecipes.com/",
+        "domain": "food",
+        "subdomain": "recipes",
+        "difficulty": "hard",
+        "evaluator_reference": [LASAGNA_RECIPE, LASAGNA_TIME, LASAGNA_INGREDIENTS],
+        "definite_answer": None,
+        "split": "train",
+        "parent_task_id": None,
+        "extra_json": json.dumps({"source": "webgym", "website_id": 17}),
+        **fields,
+    }
+
+
+def started_record(episode_id: str, task_id: str, ts: int, **fields: Any) -> dict[str, Any]:
+    """The ``started`` event of episode ``episode_id`` (step 0) for ``task_id``; ``fields`` add."""
+    return {
+        "event_id": f"{episode_id}:started",
+        "episode_id": episode_id,
+        "step": 0,
+        "ts": ts,
+        "kind": "started",
+        "task_id": task_id,
+        **fields,
+    }
+
+
+def step_record(episode_id: str, step: int, name: str, ts: int) -> dict[str, Any]:
+    """The fields every event of an episode's step starts with: event id
+    ``<episode_id>:<step>:<name>``, the episode, the step and ``ts``."""
+    event_id = f"{episode_id}:{step}:{name}"
+    return {"event_id": event_id, "episode_id": episode_id, "step": step, "ts": ts}
+
+
+def v1_inference(**fields: Any) -> dict[str, Any]:
+    """An inference event (run-000001, step 1) with only the fields every version of its schema
+    has, the first included; ``fields`` add or override."""
+    return {
+        "event_id": "run-000001:1:inference",
+        "episode_id": "run-000001",
+        "step": 1,
+        "ts": 1,
+        "policy_version": 5,
+        "request_event_id": "run-000001:1:infer",
+        "raw_text": "",
+        "latency_ms": 0.0,
+        "backend": "local",
+        "model": "",
+        **fields,
+    }
 
 
 def _action(kind: str = "left_click", **fields: Any) -> dict[str, Any]:

@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import threading
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from infra.ports import loopback_server
 
 
 class StandInVLLMServer:
@@ -86,11 +88,5 @@ def serving(server: StandInVLLMServer):
         def log_message(self, *args) -> None:
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with loopback_server(Handler, "/v1") as url:
+        yield url

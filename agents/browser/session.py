@@ -38,6 +38,9 @@ from agents.browser.page_script import (
     SETUPS,
 )
 from agents.browser.url_policy import UrlPolicy, host_of
+from infra.producer import now_ms
+from schemas.event_ids import step_event_id
+from schemas.observation import PageCapture
 from tasks.page_setup import SetupSpecError, parse_setup
 
 SCREENSHOT_TIMEOUT_MS = 15_000
@@ -57,13 +60,9 @@ class EpisodeFailure(Exception):
 
 
 @dataclass(frozen=True)
-class Snapshot:
-    screenshot: bytes
-    screenshot_format: str
-    width: int
-    height: int
-    url: str
-    title: str
+class Snapshot(PageCapture):
+    """What the page shows after an operation, as the browser worker sends it."""
+
     marks: list[dict[str, Any]] | None
     action_error: str | None
     timings_ms: dict[str, float]
@@ -489,3 +488,34 @@ class EpisodeSession:
             await route.abort("blockedbyclient")
             return
         await route.continue_()
+
+
+def observation_record(
+    episode_id: str,
+    step: int,
+    snapshot: Snapshot | None,
+    *,
+    action_error: str | None = None,
+    timings_ms: dict[str, float] | None = None,
+    failure: str | None = None,
+    url: str = "",
+) -> dict[str, Any]:
+    """The observation event of ``step``: the page as ``snapshot`` shows it or, with no
+    snapshot, a failure observation (``failure`` says why; no screenshot, the last ``url``)."""
+    return {
+        "event_id": step_event_id(episode_id, step, "observation"),
+        "episode_id": episode_id,
+        "step": step,
+        "ts": now_ms(),
+        "screenshot": snapshot.screenshot if snapshot else b"",
+        "screenshot_format": snapshot.screenshot_format if snapshot else "jpeg",
+        "width": snapshot.width if snapshot else 0,
+        "height": snapshot.height if snapshot else 0,
+        "url": snapshot.url if snapshot else url,
+        "title": snapshot.title if snapshot else "",
+        "action_error": action_error,
+        "set_of_marks": snapshot.marks if snapshot else None,
+        "timings_ms": timings_ms or {},
+        "failure": failure,
+        "page_signals": snapshot.page_signals if snapshot else {},
+    }

@@ -1,43 +1,12 @@
 """The browser worker: browser operation events in, observation events out.
 
 Delivery guarantee: at least once; observations have the deterministic id
-``<episode_id>:<step>:observation`` and consumers are idempotent on it. The worker is one member
-of the ``webgym-browser`` consumer group over ``ops.navigate``, ``ops.act`` and ``episodes``; the
-range assignor gives a member the same partition numbers of every topic, so every operation of an
-episode reaches the worker that holds its browser context. An input offset is committed only after
-the observation it produced (a failure observation included) was acknowledged by the broker;
-records of different episodes finish in any order and the committed position never passes one
-still in flight.
-
-Each operation type has its own concurrency budget, so slow navigations never hold up actions of
-other episodes; the operations of one episode run one at a time, in order. A browser that cannot
-serve an episode (a hang, a crash, a dead browser) is reported as data, not as an end: a failure
-observation (``failure`` set to the reason, no screenshot) and the episode's context closed; the
-worker keeps serving. The orchestrator is the one writer of terminal ``episodes`` events: it
-aborts the episode on the failure observation, and this worker reads ``episodes`` only to close
-the context of an episode that finished or was aborted. Each worker reports at most one failure
-per episode and then ignores the episode's late operations.
-
-Which step a failure observation carries, so that it takes the place of the observation the
-episode is waiting for (and is never dropped as a duplicate of one already delivered):
-
-- an operation that failed (hang, crash, no context, unexpected error): that operation's step;
-- an operation for an episode this worker does not hold (its browser state is gone, after a
-  worker restart or moved partitions): that operation's step, reason ``browser context lost``;
-- partitions revoked or lost (another member joined, or this worker is stopping): the episodes
-  held on them fail with reason ``rebalanced`` (or ``partition lost``) at the step of their
-  operation in progress, or at ``held.step + 1`` (the next step) when none was in progress. The
-  partition's next owner gets that operation (redelivered: its offset was not committed) or the
-  next one, does not hold the episode and, unless the orchestrator's aborted event reached it
-  first, reports ``browser context lost`` under the same event id, which idempotent consumers drop.
-
-Out-of-order operations are poison (dead-lettered with error class ``OutOfOrderStep``, never
-run on a page): the orchestrator navigates once, at step 0, then sends act ops of rising steps,
-each at most ``1 + parse_error_budget`` after the one before (an unparseable reply asks the
-policy again without acting) and a re-sent copy repeats a step. So a navigate op at another step,
-and an act op behind the last one this worker took for its episode or further ahead than that,
-cannot come from it. An episode whose operations this worker has not seen since its partition
-was assigned has no reference; its operations go through.
+``<episode_id>:<step>:observation`` and consumers are idempotent on it. An input offset is
+committed only after the observation it produced (a failure observation included) was
+acknowledged by the broker; the committed position never passes a record still in flight. A
+browser that cannot serve an episode is reported as data (a failure observation, at most one per
+episode), not as an end; the worker keeps serving. Undecodable and out-of-order operations are
+dead-lettered, never run on a page.
 """
 
 from __future__ import annotations
@@ -59,6 +28,7 @@ from agents.browser.session import (
     EpisodeFailure,
     EpisodeSession,
     Snapshot,
+    observation_record,
 )
 from agents.browser.url_policy import UrlPolicy
 from infra.consumer import build_consumer
@@ -68,7 +38,6 @@ from infra.producer import EventProducer, now_ms
 from infra.settings import Settings
 from infra.step_reference import StepReference
 from infra.topics import event_type
-from schemas.event_ids import step_event_id
 from schemas.serde import EventDecodeError, SchemaCatalog, default_catalog
 
 log = logging.getLogger(__name__)
@@ -129,38 +98,24 @@ class Operation:
     received: float  # monotonic, for durations inside this worker
 
 
-def observation_record(
-    episode_id: str,
-    step: int,
-    snapshot: Snapshot | None,
-    *,
-    action_error: str | None = None,
-    timings_ms: dict[str, float] | None = None,
-    failure: str | None = None,
-    url: str = "",
-) -> dict[str, Any]:
-    """The observation event of ``step``: the page as ``snapshot`` shows it or, with no
-    snapshot, a failure observation (``failure`` says why; no screenshot, the last ``url``)."""
-    return {
-        "event_id": step_event_id(episode_id, step, "observation"),
-        "episode_id": episode_id,
-        "step": step,
-        "ts": now_ms(),
-        "screenshot": snapshot.screenshot if snapshot else b"",
-        "screenshot_format": snapshot.screenshot_format if snapshot else "jpeg",
-        "width": snapshot.width if snapshot else 0,
-        "height": snapshot.height if snapshot else 0,
-        "url": snapshot.url if snapshot else url,
-        "title": snapshot.title if snapshot else "",
-        "action_error": action_error,
-        "set_of_marks": snapshot.marks if snapshot else None,
-        "timings_ms": timings_ms or {},
-        "failure": failure,
-        "page_signals": snapshot.page_signals if snapshot else {},
-    }
-
-
 class BrowserWorker:
+    """Serves browser operations, one browser context per held episode.
+
+    The worker is one member of the ``webgym-browser`` consumer group over ``ops.navigate``,
+    ``ops.act`` and ``episodes``; the range assignor gives a member the same partition numbers of
+    every topic, so every operation of an episode reaches the worker that holds its browser
+    context. Records of different episodes finish in any order.
+
+    Each operation type has its own concurrency budget, so slow navigations never hold up actions
+    of other episodes; the operations of one episode run one at a time, in order. A browser that
+    cannot serve an episode (a hang, a crash, a dead browser) is reported as data, not as an end:
+    a failure observation (``failure`` set to the reason, no screenshot) and the episode's
+    context closed (:meth:`_fail`). The orchestrator is the one writer of terminal ``episodes``
+    events: it aborts the episode on the failure observation, and this worker reads ``episodes``
+    only to close the context of an episode that finished or was aborted. Each worker reports at
+    most one failure per episode and then ignores the episode's late operations.
+    """
+
     def __init__(
         self, settings: Settings, config: BrowserWorkerConfig, catalog: SchemaCatalog | None = None
     ):
@@ -346,8 +301,18 @@ class BrowserWorker:
         queue.put_nowait(Operation(kind, record, tp, offset, now_ms(), time.monotonic()))
 
     def _out_of_order(self, kind: str, record: dict[str, Any], partition: int) -> str | None:
-        """Why an operation cannot come from the orchestrator in this order (see the module
-        docstring), or None; an operation that is in order becomes the episode's reference."""
+        """Why an operation cannot come from the orchestrator in this order, or None; an
+        operation that is in order becomes the episode's reference.
+
+        Out-of-order operations are poison (dead-lettered with error class ``OutOfOrderStep``,
+        never run on a page): the orchestrator navigates once, at step 0, then sends act ops of
+        rising steps, each at most ``1 + parse_error_budget`` after the one before (an
+        unparseable reply asks the policy again without acting) and a re-sent copy repeats a
+        step. So a navigate op at another step, and an act op behind the last one this worker
+        took for its episode or further ahead than that, cannot come from it. An episode whose
+        operations this worker has not seen since its partition was assigned has no reference;
+        its operations go through.
+        """
         episode_id, step = record["episode_id"], record["step"]
         if kind == "navigate":
             if step != 0:
@@ -528,6 +493,23 @@ class BrowserWorker:
 
         The failure observation is acknowledged before ``operation``'s offset may be committed;
         an episode already over here only finishes ``operation``.
+
+        Which step a failure observation carries, so that it takes the place of the observation
+        the episode is waiting for (and is never dropped as a duplicate of one already
+        delivered):
+
+        - an operation that failed (hang, crash, no context, unexpected error): that operation's
+          step;
+        - an operation for an episode this worker does not hold (its browser state is gone,
+          after a worker restart or moved partitions): that operation's step, reason
+          ``browser context lost``;
+        - partitions revoked or lost (another member joined, or this worker is stopping): the
+          episodes held on them fail with reason ``rebalanced`` (or ``partition lost``) at the
+          step of their operation in progress, or at ``held.step + 1`` (the next step) when none
+          was in progress (:meth:`_fail_partitions`). The partition's next owner gets that
+          operation (redelivered: its offset was not committed) or the next one, does not hold
+          the episode and, unless the orchestrator's aborted event reached it first, reports
+          ``browser context lost`` under the same event id, which idempotent consumers drop.
         """
         if episode_id not in self.ended_episodes:
             held = self.held.get(episode_id)

@@ -1,43 +1,12 @@
 """A tiny Qwen3-VL checkpoint that can learn web tasks on a CPU, built offline.
 
 `build_tiny_vl_model(out_dir)` writes a directory that loads exactly like a real Qwen3-VL
-checkpoint (`AutoProcessor.from_pretrained(out_dir)`,
-`Qwen3VLForConditionalGeneration.from_pretrained(out_dir)`), so every code path that serves,
-prompts, parses or fine-tunes a policy runs end to end on CPU, and the same recipe runs with a
-real Qwen3-VL on a GPU. Its weights are random: it starts knowing nothing (0% on MiniWoB++) and
-learns through the loop (behaviour cloning on a teacher's successes, then its own).
-
-What makes it learnable on 2 CPU cores, each choice measured on MiniWoB++ contexts built by
-`schemas.prompt.context` (the experiment in `bench/learning.py` has the figures):
-
-- **Tokenizer trained on what it will read and write.** Byte-level BPE (8,000 merges, Qwen2's
-  pre-tokeniser, so a word never merges with its neighbours and a name in the instruction is the
-  same tokens as in the reply that types it) trained on both system prompts, the reply format,
-  marks tables, and the word lists MiniWoB++ pages draw from (read from the installed `miniwob`
-  package) and the practice web's vocabulary. The fixed lines of the system prompts and the
-  tool-call prefix are single added tokens: a set-of-marks context shrinks from about 950
-  tokens to about 240, and a reply from 54 to about 30, which is what makes training and
-  sampling fast enough here. A changed system prompt still tokenises (byte-level), only longer.
-- **Few vision tokens.** A 1280x768 screenshot becomes 15 vision tokens (`MAX_PIXELS`: at most
-  16 merged 32x32 patches). The tiny model acts through set-of-marks (the marks table names
-  every element it can act on); its vision tower is kept, small, so the checkpoint stays a
-  Qwen-VL model that sees the screenshot.
-- **Size.** 4 layers of width 128 (4 heads, 2 key-value heads, head dim 32), about 3.2M
-  parameters: about 0.1 s per training sample here, and enough layers for the
-  find-the-named-element lookups MiniWoB++ asks for.
-
-Guarantees:
-
-- Offline: nothing is downloaded.
-- Deterministic: the same `seed` (and the same transformers/tokenizers/miniwob versions) gives
-  the same weights and byte-identical tokenizer files.
-- Qwen-compatible text interface: the Qwen chat special tokens (`<|im_start|>`, `<|im_end|>`,
-  `<|endoftext|>`, `<|vision_start|>`, `<|image_pad|>`, ...) and the non-special `<tool_call>`
-  / `</tool_call>` tokens exist and are single tokens, and the chat template renders
-  `<|im_start|>role\\n...<|im_end|>` turns with image parts and `add_generation_prompt`.
-
-Like every Qwen-VL processor in transformers 5, loading needs `torchvision` (for the video
-processor).
+checkpoint, so every code path that serves, prompts, parses or fine-tunes a policy runs end to
+end on CPU. Its weights are random: it starts knowing nothing (0% on MiniWoB++) and learns through
+the loop. Guarantees: offline (nothing is downloaded); deterministic in `seed` (with the same
+transformers/tokenizers/miniwob versions); a Qwen-compatible text interface (see
+:func:`build_tiny_vl_model`). Like every Qwen-VL processor in transformers 5, loading needs
+`torchvision` (for the video processor).
 """
 
 from __future__ import annotations
@@ -88,6 +57,10 @@ TEXT_TOKENS = ["<tool_call>", "</tool_call>"]
 TOOL_CALL_PREFIX = '{"name": "%s", "arguments": {"action": "' % TOOL_NAME
 PROMPT_LINE_MIN_CHARS = 16  # shorter system-prompt lines are left to BPE
 
+# Few vision tokens: a 1280x768 screenshot becomes 15 vision tokens (`MAX_PIXELS`: at most 16
+# merged 32x32 patches). The tiny model acts through set-of-marks (the marks table names every
+# element it can act on); its vision tower is kept, small, so the checkpoint stays a Qwen-VL model
+# that sees the screenshot.
 PATCH_SIZE = 16
 MERGE_SIZE = 2
 TEMPORAL_PATCH_SIZE = 2
@@ -239,7 +212,17 @@ def _tokenizer_corpus() -> list[str]:
 
 
 def _train_tokenizer() -> Qwen2Tokenizer:
-    """Byte-level BPE with Qwen2's normaliser and pre-tokeniser, then Qwen's added tokens."""
+    """Byte-level BPE with Qwen2's normaliser and pre-tokeniser, then Qwen's added tokens.
+
+    Trained on what it will read and write: 8,000 merges, Qwen2's pre-tokeniser (so a word never
+    merges with its neighbours and a name in the instruction is the same tokens as in the reply
+    that types it), trained on both system prompts, the reply format, marks tables, and the word
+    lists MiniWoB++ pages draw from (read from the installed `miniwob` package) and the practice
+    web's vocabulary. The fixed lines of the system prompts and the tool-call prefix are single
+    added tokens: a set-of-marks context shrinks from about 950 tokens to about 240, and a reply
+    from 54 to about 30, which is what makes training and sampling fast enough here. A changed
+    system prompt still tokenises (byte-level), only longer.
+    """
     bpe = Tokenizer(models.BPE())
     bpe.normalizer = normalizers.NFC()
     bpe.pre_tokenizer = pre_tokenizers.Sequence(
@@ -273,6 +256,9 @@ def _train_tokenizer() -> Qwen2Tokenizer:
 
 
 def _config(tokenizer: Qwen2Tokenizer) -> Qwen3VLConfig:
+    """4 layers of width 128 (4 heads, 2 key-value heads, head dim 32), about 3.2M parameters:
+    about 0.1 s per training sample on 2 CPU cores, and enough layers for the
+    find-the-named-element lookups MiniWoB++ asks for."""
     text_hidden = 128
     ids = tokenizer.convert_tokens_to_ids
     return Qwen3VLConfig(
@@ -317,16 +303,37 @@ def _config(tokenizer: Qwen2Tokenizer) -> Qwen3VLConfig:
 def build_tiny_vl_model(out_dir: Path, seed: int = 0) -> Path:
     """Write a tiny random Qwen3-VL checkpoint (weights, config, processor) to `out_dir`.
 
-    Offline and deterministic in `seed`; see the module docstring for what the checkpoint
-    guarantees. Returns `out_dir`.
+    Returns `out_dir`. It loads like a real one (`AutoProcessor.from_pretrained(out_dir)`,
+    `Qwen3VLForConditionalGeneration.from_pretrained(out_dir)`), and the same recipe runs with a
+    real Qwen3-VL on a GPU; the tiny model learns through the loop (behaviour cloning on a
+    teacher's successes, then its own). What makes it learnable on 2 CPU cores, each choice
+    measured on MiniWoB++ contexts built by `schemas.prompt.context` (the experiment in
+    `bench/learning.py` has the figures): a tokenizer trained on what it will read and write
+    (:func:`_train_tokenizer`), few vision tokens (the comment above `PATCH_SIZE`), and its size
+    (:func:`_config`).
+
+    Guarantees:
+
+    - Offline: nothing is downloaded.
+    - Deterministic: the same `seed` (and the same transformers/tokenizers/miniwob versions)
+      gives the same weights and byte-identical tokenizer files.
+    - Qwen-compatible text interface: the Qwen chat special tokens (`<|im_start|>`,
+      `<|im_end|>`, `<|endoftext|>`, `<|vision_start|>`, `<|image_pad|>`, ...) and the
+      non-special `<tool_call>` / `</tool_call>` tokens exist and are single tokens, and the chat
+      template renders `<|im_start|>role\\n...<|im_end|>` turns with image parts and
+      `add_generation_prompt`.
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     tokenizer = _train_tokenizer()
+    # Both processors must cut the patches the vision tower was configured for (`_config`).
+    patching = {
+        "patch_size": PATCH_SIZE,
+        "temporal_patch_size": TEMPORAL_PATCH_SIZE,
+        "merge_size": MERGE_SIZE,
+    }
     image_processor = Qwen2VLImageProcessorPil(
-        patch_size=PATCH_SIZE,
-        temporal_patch_size=TEMPORAL_PATCH_SIZE,
-        merge_size=MERGE_SIZE,
+        **patching,
         min_pixels=MIN_PIXELS,
         max_pixels=MAX_PIXELS,
         image_mean=[0.5, 0.5, 0.5],  # Qwen3-VL's normalisation
@@ -334,10 +341,7 @@ def build_tiny_vl_model(out_dir: Path, seed: int = 0) -> Path:
     )
     # Qwen-VL processors always carry a video processor (it needs torchvision); we never feed video.
     video_processor = Qwen3VLVideoProcessor(
-        patch_size=PATCH_SIZE,
-        temporal_patch_size=TEMPORAL_PATCH_SIZE,
-        merge_size=MERGE_SIZE,
-        size={"shortest_edge": MIN_PIXELS, "longest_edge": MAX_PIXELS},
+        **patching, size={"shortest_edge": MIN_PIXELS, "longest_edge": MAX_PIXELS}
     )
     processor = Qwen3VLProcessor(
         image_processor=image_processor,

@@ -1,20 +1,11 @@
 """Following a policy's versions: which announced version a worker serves, and swapping it in.
 
 :class:`VersionFollower` reads the compacted ``policy.versions`` topic from the start and keeps
-the worker on the newest version of its policy name that it can serve. Guarantees:
-
-- only versions of its policy name newer than the one serving are taken; of several announced
-  meanwhile, only the newest is fetched;
-- a version trained from another base model than the worker's own, or whose weights fail
-  verification (:class:`infra.weights.WeightsRejected`), is *refused*: logged as an error,
-  counted in ``versions_refused``, and never tried again;
-- any other failure (object storage unreachable, an S3 error, out of memory while loading, a
-  backend that cannot be built, calls that do not finish) is a *swap failure*: logged with its
-  cause, counted in ``swap_failures``, kept in ``last_swap_error``, and tried again after a
-  backoff that doubles from ``retry_s`` up to ``retry_max_s``, while the last good version keeps
-  serving. A newer announcement replaces the one being retried, and is tried at once;
-- it never dies of an error: failures to read the topic itself are logged and the reader is
-  opened again after a backoff. Only ``stop`` ends it.
+the worker on the newest version of its policy name that it can serve. Guarantees: only newer
+versions of its policy name are taken (of several announced meanwhile, only the newest is
+fetched); a version of another base model or whose weights fail verification is refused for
+good; any other failure is retried with backoff while the last good version keeps serving; it
+never dies of an error, and only ``stop`` ends it (details: :class:`VersionFollower`).
 """
 
 from __future__ import annotations
@@ -73,6 +64,19 @@ class VersionFollower:
     version)`` builds the backend for it and makes it the serving one (or raises: the old one
     keeps serving); ``serving_version()`` is the version serving now. ``stats`` is the worker's
     stats dict: ``versions_refused``, ``swap_failures`` and ``last_swap_error`` are kept there.
+
+    - only versions of its policy name newer than the one serving are taken; of several
+      announced meanwhile, only the newest is fetched;
+    - a version trained from another base model than the worker's own, or whose weights fail
+      verification (:class:`infra.weights.WeightsRejected`), is *refused*: logged as an error,
+      counted in ``versions_refused``, and never tried again;
+    - any other failure (object storage unreachable, an S3 error, out of memory while loading, a
+      backend that cannot be built, calls that do not finish) is a *swap failure*: logged with
+      its cause, counted in ``swap_failures``, kept in ``last_swap_error``, and tried again after
+      a backoff that doubles from ``retry_s`` up to ``retry_max_s``, while the last good version
+      keeps serving. A newer announcement replaces the one being retried, and is tried at once;
+    - it never dies of an error: failures to read the topic itself are logged and the reader is
+      opened again after a backoff. Only ``stop`` ends it.
     """
 
     def __init__(

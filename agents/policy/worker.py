@@ -1,59 +1,12 @@
 """The policy worker: inference requests in, inference events out.
 
 Delivery guarantee: at least once; inference events have the deterministic id
-``<episode_id>:<step>:inference`` so consumers drop duplicates. The worker is a member of the
-``webgym-policy`` consumer group over ``ops.infer`` and ``observations``; the range assignor gives
-it the same partitions of both, so the screenshots an episode's requests refer to arrive at the
-worker that serves them (kept in a bounded cache). A request waits at most ``image_wait_s`` for
-its screenshots; after that it is answered with an error inference rather than stalling.
-
-Requests are served in batches on a backend (local ``transformers``, OpenAI-compatible HTTP, ...).
-Every reply is parsed strictly; a reply that does not parse is recorded with its parse error.
-Every event names the policy version whose weights produced it (0: the base model), with the
-temperature and top-p it was drawn with; a backend that uses no weights (scripted, heuristic,
-latency-model) names none, follows no versions, and records no sampling. The screenshot cache is
-:mod:`agents.policy.screenshots`, a backend call with its timeout :mod:`agents.policy.backend_call`,
-the event itself :mod:`agents.policy.inferences`.
-
-Versions (:mod:`agents.policy.versions`): a separate thread follows ``policy.versions``; a newer
-version of ``policy_name`` is fetched from object storage, verified (sha256 of the manifest and
-of every file) and swapped in between backend calls: running calls finish on the version they
-started with, new ones wait while the new backend is built. A version whose weights fail
-verification, or that was trained from another base model than ``base_model``, is refused with
-a logged error; any other failure is logged, counted and retried with backoff, and the last good
-version keeps serving. :meth:`PolicyWorker.status` (logged every ``status_every_s``) says which
-version serves (``serving_version``) and how many swaps failed (``swap_failures``).
-
-Evaluation (a request whose ``purpose`` is "eval") is decoded greedily, whatever the worker's
-temperature and top-p (:func:`agents.policy.backends.greedy`). A request that pins a
-``pinned_version`` is served by exactly that version's weights: the followed version if it is
-that one, else a backend of that version (:class:`agents.policy.versions.PinnedVersions`: fetched
-and verified like a followed one, the ``pinned_backends`` most recently used kept); a version that
-cannot be loaded is answered with a backend-error inference naming it, never by another version.
-A backend without weights serves pinned requests as any other (its replies name no version).
-
-A backend call gets ``infer_timeout_s`` (``policy_infer_timeout_s``). A failing call, or one with
-no answer in time, is answered with one error inference per request (its ``backend_error`` says
-why), so the orchestrator asks again within the episode's parse-error budget instead of waiting for
-the lease. Exactly one inference is emitted per delivery of a request: a timed-out call's reply, if
-it ever comes, is dropped. The call runs on its own daemon thread; a timed-out call is *abandoned*:
-its cancel event is set (a backend with ``cancellable = True`` takes ``generate(requests,
-cancelled=event)`` and returns at once; the latency-model backend does), otherwise its thread runs
-until the backend returns (threads cannot be killed) and then ends. An abandoned call keeps its
-serving slot until it returns, so the backend never has more than ``concurrency`` calls at once
-(vLLM's engine, for one, must not be called from two threads) and abandoned threads cannot pile up;
-other slots keep serving meanwhile. A backend that never returns ends up holding every slot: the
-worker logs a warning, episodes wait up to their lease, and the worker needs a restart.
-
-Out-of-order requests are poison (dead-lettered with error class ``OutOfOrderStep``, never
-answered): the orchestrator numbers an episode's requests 1, 2, 3... without a gap, sends
-request k + 1 only once inference k was applied, and a re-sent copy repeats the step. So a
-request at step 0, behind the last one this worker took for its episode, or more than one step
-ahead of it cannot come from it. An episode whose requests this worker has not seen since its
-partition was assigned has no reference; its requests are answered.
-
-Known limit: after a restart, a redelivered request whose screenshot was consumed (and committed)
-before the crash gets an error inference (``observation ... not available``).
+``<episode_id>:<step>:inference`` so consumers drop duplicates. Exactly one inference is emitted
+per delivery of a request: a reply that does not parse, a failed or timed-out backend call, a
+screenshot that did not arrive within ``image_wait_s`` and a pinned version that cannot be loaded
+are each answered with an error inference rather than stalling. Undecodable and out-of-order
+requests are dead-lettered, never answered. Every event names the policy version whose weights
+produced it (0: the base model), or none for a backend without weights.
 """
 
 from __future__ import annotations
@@ -149,6 +102,25 @@ def serving_groups(batch: list[Pending]) -> list[list[Pending]]:
 
 
 class PolicyWorker:
+    """Serves inference requests in batches on one backend, following policy versions.
+
+    The worker is a member of the ``webgym-policy`` consumer group over ``ops.infer`` and
+    ``observations``; the range assignor gives it the same partitions of both, so the screenshots
+    an episode's requests refer to arrive at the worker that serves them (kept in a bounded
+    cache). A request waits at most ``image_wait_s`` for its screenshots; after that it is
+    answered with an error inference rather than stalling. Known limit: after a restart, a
+    redelivered request whose screenshot was consumed (and committed) before the crash gets an
+    error inference (``observation ... not available``).
+
+    Requests are served in batches on a backend (local ``transformers``, OpenAI-compatible HTTP,
+    ...). Every reply is parsed strictly; a reply that does not parse is recorded with its parse
+    error. Every event names the policy version whose weights produced it (0: the base model),
+    with the temperature and top-p it was drawn with; a backend that uses no weights (scripted,
+    heuristic, latency-model) names none, follows no versions, and records no sampling. The
+    screenshot cache is :mod:`agents.policy.screenshots`, a backend call with its timeout
+    :mod:`agents.policy.backend_call`, the event itself :mod:`agents.policy.inferences`.
+    """
+
     def __init__(
         self,
         settings: Settings,
@@ -267,7 +239,11 @@ class PolicyWorker:
 
     def status(self) -> dict[str, Any]:
         """What the worker serves and how it went: the version serving now (None: a backend
-        without weights), swaps that failed, versions refused, inference counts."""
+        without weights), swaps that failed, versions refused, inference counts.
+
+        Logged every ``status_every_s``: ``serving_version`` says which version serves,
+        ``swap_failures`` how many swaps failed.
+        """
         return {
             "policy_name": self.config.policy_name,
             "backend": self.config.backend_name,
@@ -328,8 +304,16 @@ class PolicyWorker:
             pending.append(Pending(record, tp, offset, time.monotonic()))
 
     def _out_of_order(self, record: dict[str, Any], partition: int) -> str | None:
-        """Why a request cannot come from the orchestrator in this order (see the module
-        docstring), or None; a request that is in order becomes the episode's reference."""
+        """Why a request cannot come from the orchestrator in this order, or None; a request
+        that is in order becomes the episode's reference.
+
+        Out-of-order requests are poison (dead-lettered with error class ``OutOfOrderStep``,
+        never answered): the orchestrator numbers an episode's requests 1, 2, 3... without a gap,
+        sends request k + 1 only once inference k was applied, and a re-sent copy repeats the
+        step. So a request at step 0, behind the last one this worker took for its episode, or
+        more than one step ahead of it cannot come from it. An episode whose requests this worker
+        has not seen since its partition was assigned has no reference; its requests are answered.
+        """
         if record["step"] < 1:
             return f"out-of-order infer request: step {record['step']}; requests start at step 1"
         return self.last_requests.refusal(record["episode_id"], record["step"], partition, 1)
@@ -376,7 +360,15 @@ class PolicyWorker:
             self._gate.leave()
 
     def _pinned_serving(self, version: int | None) -> ServingVersion | None:
-        """What serves requests pinned to ``version`` (None: the followed version does)."""
+        """What serves requests pinned to ``version`` (None: the followed version does).
+
+        A request that pins a ``pinned_version`` is served by exactly that version's weights: the
+        followed version if it is that one, else a backend of that version
+        (:class:`agents.policy.versions.PinnedVersions`: fetched and verified like a followed
+        one, the ``pinned_backends`` most recently used kept); a version that cannot be loaded is
+        answered with a backend-error inference naming it, never by another version. A backend
+        without weights serves pinned requests as any other (its replies name no version).
+        """
         if version is None:
             return None
         with self._serving_lock:
@@ -390,6 +382,9 @@ class PolicyWorker:
     def _serve_on(
         self, batch: list[Pending], pinned: ServingVersion | None, evaluation: bool
     ) -> None:
+        """Serve ``batch`` on ``pinned`` or the followed version. Evaluation (a request whose
+        ``purpose`` is "eval") is decoded greedily, whatever the worker's temperature and top-p
+        (:func:`agents.policy.backends.greedy`)."""
         with self._serving_lock:
             serving = pinned or self.serving  # the version in force when the batch starts
         answerable = []
@@ -430,6 +425,21 @@ class PolicyWorker:
             self._emit(item, generation, serving, backend_error=backend_error)
 
     def _generate(self, backend: Backend, requests: list[ChatRequest]) -> list[Generation]:
+        """One backend call, given ``infer_timeout_s`` (``policy_infer_timeout_s``).
+
+        A failing call, or one with no answer in time, is answered with one error inference per
+        request (its ``backend_error`` says why), so the orchestrator asks again within the
+        episode's parse-error budget instead of waiting for the lease; a timed-out call's reply,
+        if it ever comes, is dropped. The call runs on its own daemon thread; a timed-out call is
+        *abandoned*: its cancel event is set (a backend with ``cancellable = True`` takes
+        ``generate(requests, cancelled=event)`` and returns at once; the latency-model backend
+        does), otherwise its thread runs until the backend returns (threads cannot be killed) and
+        then ends. An abandoned call keeps its serving slot until it returns (:meth:`_slot_free`),
+        so the backend never has more than ``concurrency`` calls at once (vLLM's engine, for one,
+        must not be called from two threads) and abandoned threads cannot pile up; other slots
+        keep serving meanwhile. A backend that never returns ends up holding every slot: the
+        worker logs a warning, episodes wait up to their lease, and the worker needs a restart.
+        """
         self._gate.also()  # the call may outlive this batch (timed out): no swap under it
         try:
             call = BackendCall(backend, requests, on_return=self._call_returned)
@@ -516,7 +526,16 @@ class PolicyWorker:
 
     def _follow_versions(self, stop: threading.Event) -> None:
         """Follow the compacted versions topic from the start until ``stop`` (see
-        :mod:`agents.policy.versions`); never ends on an error."""
+        :mod:`agents.policy.versions`); never ends on an error.
+
+        Runs on a separate thread over ``policy.versions``; a newer version of ``policy_name`` is
+        fetched from object storage, verified (sha256 of the manifest and of every file) and
+        swapped in between backend calls: running calls finish on the version they started with,
+        new ones wait while the new backend is built. A version whose weights fail verification,
+        or that was trained from another base model than ``base_model``, is refused with a logged
+        error; any other failure is logged, counted and retried with backoff, and the last good
+        version keeps serving.
+        """
 
         def decode(value: bytes) -> dict[str, Any]:
             event = self.catalog.decode(value, "policy_version").record

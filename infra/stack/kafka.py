@@ -24,12 +24,7 @@ from confluent_kafka.admin import AdminClient
 
 from infra.kafka_config import client_config
 from infra.settings import Settings
-from infra.stack.process import (
-    ManagedProcess,
-    StackError,
-    split_host_port,
-    wait_until_healthy,
-)
+from infra.stack.process import LocalService, StackError
 
 POM = Path(__file__).parent / "pom.xml"
 START_TIMEOUT_S = 90.0
@@ -132,19 +127,14 @@ def _java() -> str:
     return java
 
 
-class LocalKafka:
+class LocalKafka(LocalService):
+    start_timeout_s = START_TIMEOUT_S
+
     def __init__(self, settings: Settings):
-        self.settings = settings
-        self.host, self.port = split_host_port(
-            settings.bootstrap_servers, "WEBGYM_BOOTSTRAP_SERVERS"
+        super().__init__(
+            settings, "kafka", "Kafka", settings.bootstrap_servers, "WEBGYM_BOOTSTRAP_SERVERS"
         )
         self.controller_port = settings.local_kafka_controller_port
-        self.home = settings.state_dir / "kafka"
-        self.process = ManagedProcess("kafka", settings.state_dir, "Kafka")
-
-    @property
-    def address(self) -> str:
-        return f"{self.host}:{self.port}"
 
     @property
     def ports(self) -> list[int]:
@@ -249,6 +239,3 @@ class LocalKafka:
         except KafkaException:
             return False
         return True
-
-    def wait_healthy(self, timeout: float = START_TIMEOUT_S) -> None:
-        wait_until_healthy(self.process, self.healthy, self.address, timeout)

@@ -19,12 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from infra.settings import Settings
-from infra.stack.process import (
-    ManagedProcess,
-    StackError,
-    split_host_port,
-    wait_until_healthy,
-)
+from infra.stack.process import LocalService, StackError
 
 MINIO_MODULE = "github.com/minio/minio"
 MINIO_VERSION = "v0.0.0-20260212201848-7aac2a2c5b7c"
@@ -102,20 +97,13 @@ def ensure_credentials(settings: Settings) -> tuple[str, str]:
     return settings.minio_credentials()
 
 
-class LocalMinio:
+class LocalMinio(LocalService):
+    start_timeout_s = START_TIMEOUT_S
+
     def __init__(self, settings: Settings):
-        self.settings = settings
-        self.host, self.port = split_host_port(settings.minio_endpoint, "WEBGYM_MINIO_ENDPOINT")
-        self.home = settings.state_dir / "minio"
-        self.process = ManagedProcess("minio", settings.state_dir, "MinIO")
-
-    @property
-    def address(self) -> str:
-        return f"{self.host}:{self.port}"
-
-    @property
-    def ports(self) -> list[int]:
-        return [self.port]
+        super().__init__(
+            settings, "minio", "MinIO", settings.minio_endpoint, "WEBGYM_MINIO_ENDPOINT"
+        )
 
     def preflight(self) -> None:
         if not binary_cached(self.settings) and shutil.which("go") is None:
@@ -144,6 +132,3 @@ class LocalMinio:
                 return response.status == 200
         except (urllib.error.URLError, OSError):
             return False
-
-    def wait_healthy(self, timeout: float = START_TIMEOUT_S) -> None:
-        wait_until_healthy(self.process, self.healthy, self.address, timeout)

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from infra.settings import Settings
+
 
 class StackError(RuntimeError):
     """The local stack cannot start or stop; the message says what to do."""
@@ -166,3 +168,35 @@ def wait_until_healthy(
         f"{process.display_name} did not answer on {address} within {timeout:.0f}s; "
         f"see {process.log}"
     )
+
+
+class LocalService:
+    """A service of the local stack: one managed process listening on ``address`` (host:port,
+    read from the setting ``setting``), with its files in ``<state_dir>/<name>``.
+
+    A subclass says how to start it and when it answers (``healthy``); ``start_timeout_s`` is
+    how long a start may take before :meth:`wait_healthy` gives up with the log's tail.
+    """
+
+    start_timeout_s: float
+
+    def __init__(self, settings: Settings, name: str, label: str, address: str, setting: str):
+        self.settings = settings
+        self.host, self.port = split_host_port(address, setting)
+        self.home = settings.state_dir / name
+        self.process = ManagedProcess(name, settings.state_dir, label)
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def ports(self) -> list[int]:
+        """Every port the service listens on (each must be free before a start)."""
+        return [self.port]
+
+    def healthy(self) -> bool:
+        raise NotImplementedError
+
+    def wait_healthy(self) -> None:
+        wait_until_healthy(self.process, self.healthy, self.address, self.start_timeout_s)

@@ -1,32 +1,13 @@
 """An LLM rubric judge over an OpenAI-compatible chat API (vLLM, `transformers serve`, hosted).
 
-One request per trajectory asks the model, as in the WebGym paper, for three judgements at once:
-
-1. anti-hallucination: is the final answer supported by what the screenshots show?
-2. one verdict per fact of every fact group of the task's rubric;
-3. when the task has a definite answer, does the final answer agree with it?
-
-Guarantees:
-
-- The reply is parsed strictly (:func:`parse_judgement`): one JSON object, alone or in one
-  ```json fenced block; every fact id exactly once; JSON booleans. Anything else is a
-  :class:`JudgeReplyError`, never a guess.
-- Reward is 1.0 only if the answer is supported, every fact is satisfied and the reference (if
-  any) matches; otherwise 0.0.
-- Requests go through :class:`infra.openai_client.AsyncChatClient` and follow its one retry
-  policy (transient API failures and bad replies retried up to ``max_attempts`` times, a bad
-  reply shown back to the model with the reason); when no valid reply comes, the score is a
-  judge error with reward 0. A judge error is never a success.
-- Requests the server refuses for this trajectory (other 4xx) give a judge error at once;
-  authentication, permission and not-found errors are configuration errors and are raised.
-- A reasoning model's ``<think>`` block is stripped before parsing.
-- A trajectory without a final answer scores 0 without asking the model, and so does one whose
-  answer is longer than the verifier's length rule allows for the task's definite answer
-  (:func:`sites.verifier.answer_length_limit`): every verdict's rationale names the rule. Tasks
-  without a definite answer have no length limit.
-- The prompt tells the model to fail an answer that hedges over several candidates (names more
-  values than the task asks for) or copies a page's text: such an answer "contains" every fact.
-- Non-blocking: one asyncio processor can keep many slow judge calls in flight.
+One request per trajectory, as in the WebGym paper (:class:`LLMRubricJudge`). Guarantees: the
+reply is parsed strictly (:func:`parse_judgement`), never guessed; reward is 1.0 only if the
+answer is supported, every fact is satisfied and the reference (if any) matches, otherwise 0.0.
+Requests follow the one retry policy of :class:`infra.openai_client.AsyncChatClient`; when no
+valid reply comes, or the server refuses the trajectory (other 4xx), the score is a judge error
+with reward 0, never a success; authentication, permission and not-found errors are
+configuration errors and are raised. Non-blocking: one asyncio processor can keep many slow
+judge calls in flight.
 """
 
 from __future__ import annotations
@@ -54,6 +35,8 @@ ANSWER_SUPPORTED_GROUP = "_answer_supported"
 REFERENCE_GROUP = "_reference"
 NO_FINAL_ANSWER = "no final answer"
 
+# The prompt tells the model to fail an answer that hedges over several candidates (names more
+# values than the task asks for) or copies a page's text: such an answer "contains" every fact.
 SYSTEM_PROMPT = """\
 You are a strict judge of a web agent's work. The agent was given a task on a website, browsed \
 it, and gave a final answer. You see the task, the agent's steps (page addresses, titles and \
@@ -212,6 +195,10 @@ def _rationale(value: Any, where: str) -> str | None:
 def parse_judgement(text: str, task: dict[str, Any]) -> Judgement:
     """Parse a judge reply for ``task`` strictly; raise :class:`JudgeReplyError` on anything off.
 
+    One JSON object, alone or in one ```json fenced block (a reasoning model's ``<think>`` block
+    is stripped first); every fact id exactly once; JSON booleans. Anything else is a
+    :class:`JudgeReplyError`, never a guess.
+
     Decisions (``answer_supported``, each fact's ``satisfied``, ``matches_reference`` when the task
     has a reference answer) are required JSON booleans; rationales are optional strings.
     """
@@ -333,7 +320,21 @@ def build_messages(
 
 
 class LLMRubricJudge:
-    """Judges a trajectory against its task's rubric with one chat completion (see module doc)."""
+    """Judges a trajectory against its task's rubric with one chat completion.
+
+    The one request asks the model, as in the WebGym paper, for three judgements at once:
+
+    1. anti-hallucination: is the final answer supported by what the screenshots show?
+    2. one verdict per fact of every fact group of the task's rubric;
+    3. when the task has a definite answer, does the final answer agree with it?
+
+    Requests go through :class:`infra.openai_client.AsyncChatClient` and follow its one retry
+    policy (transient API failures and bad replies retried up to ``max_attempts`` times, a bad
+    reply shown back to the model with the reason); when no valid reply comes, the score is a
+    judge error with reward 0. A judge error is never a success. Requests the server refuses for
+    this trajectory (other 4xx) give a judge error at once; authentication, permission and
+    not-found errors are configuration errors and are raised.
+    """
 
     def __init__(
         self,
@@ -375,6 +376,11 @@ class LLMRubricJudge:
     async def score(
         self, task: dict[str, Any], trajectory: dict[str, Any], screenshots: list[bytes]
     ) -> Score:
+        """The score of one trajectory. A trajectory without a final answer scores 0 without
+        asking the model, and so does one whose answer is longer than the verifier's length rule
+        allows for the task's definite answer (:func:`sites.verifier.answer_length_limit`): every
+        verdict's rationale names the rule. Tasks without a definite answer have no length
+        limit."""
         try:
             rubric = rubric_facts(task)
         except RubricError as exc:

@@ -37,21 +37,17 @@ def register(streams, interval_s: float = 2.0) -> None:
             await refresh()
         return streams.catalog.tasks()
 
-    @streams.app.agent(streams.topics["curriculum"], name="sampler")
-    async def sampler(stream):
-        async for event in stream.events():
-            record = await streams.decode(event, "curriculum")
-            if record is None:
-                continue
-            if record["kind"] == "target":
-                await refresh()
-            available = await tasks()
-            state, outputs, changed = curriculum.apply(
-                streams.sampler.get(KEY), record, available, streams.rules, now_ms()
-            )
-            if changed:
-                streams.sampler[KEY] = state
-            await streams.send(outputs)
+    @streams.agent("curriculum", "curriculum", name="sampler")
+    async def sampler(record, event):
+        if record["kind"] == "target":
+            await refresh()
+        available = await tasks()
+        state, outputs, changed = curriculum.apply(
+            streams.sampler.get(KEY), record, available, streams.rules, now_ms()
+        )
+        if changed:
+            streams.sampler[KEY] = state
+        await streams.send(outputs)
 
     @streams.app.timer(interval=interval_s)
     async def top_up():

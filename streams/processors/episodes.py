@@ -7,20 +7,14 @@ from streams import orchestrator
 
 
 def register(streams) -> None:
-    @streams.app.agent(streams.topics["episodes"], name="orchestrator-episodes")
-    async def episodes(stream):
-        async for event in stream.events():
-            record = await streams.decode(event, "episode")
-            if record is None:
-                continue
-            episode_id = record["episode_id"]
-            if record["kind"] == "started":
-                task = await streams.task(record["task_id"])
-                transition = orchestrator.on_started(
-                    streams.row(episode_id), record, task, streams.rules, now_ms()
-                )
-            else:
-                transition = orchestrator.on_episode_event(
-                    streams.row(episode_id), record, now_ms()
-                )
-            await streams.apply(episode_id, transition)
+    @streams.agent("episodes", "episode", name="orchestrator-episodes")
+    async def episodes(episode, event):
+        episode_id = episode["episode_id"]
+        if episode["kind"] == "started":
+            task = await streams.task(episode["task_id"])
+            transition = orchestrator.on_started(
+                streams.row(episode_id), episode, task, streams.rules, now_ms()
+            )
+        else:
+            transition = orchestrator.on_episode_event(streams.row(episode_id), episode, now_ms())
+        await streams.apply(episode_id, transition)

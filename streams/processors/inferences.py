@@ -7,18 +7,10 @@ from streams import orchestrator
 
 
 def register(streams) -> None:
-    @streams.app.agent(streams.topics["inferences"], name="orchestrator-inferences")
-    async def inferences(stream):
-        async for event in stream.events():
-            record = await streams.decode(event, "inference")
-            if record is None:
-                continue
-            episode_id = record["episode_id"]
-            transition = orchestrator.on_inference(
-                streams.row(episode_id),
-                record,
-                now_ms(),
-                event.message.partition,
-                event.message.offset,
-            )
-            await streams.apply(episode_id, transition, event)
+    @streams.agent("inferences", "inference", name="orchestrator-inferences")
+    async def inferences(inference, event):
+        episode_id, message = inference["episode_id"], event.message
+        transition = orchestrator.on_inference(
+            streams.row(episode_id), inference, now_ms(), message.partition, message.offset
+        )
+        await streams.apply(episode_id, transition, event)

@@ -13,19 +13,16 @@ from streams.orchestrator import Output
 
 
 def register(streams, judging: Judging) -> None:
-    @streams.app.agent(
-        streams.topics["trajectories"],
+    @streams.agent(
+        "trajectories",
+        "trajectory",
         name="judge",
         concurrency=streams.settings.judge_concurrency,
     )
-    async def judge(stream):
-        async for event in stream.events():
-            trajectory = await streams.decode(event, "trajectory")
-            if trajectory is None:
-                continue
-            task = await streams.task(trajectory["task_id"])
-            score = await judging.score(task, trajectory)
-            scored = scored_event(trajectory, score, detect_block(trajectory))
-            await streams.send(
-                [Output("trajectories.scored", "scored_trajectory", scored["episode_id"], scored)]
-            )
+    async def judge(trajectory, event):
+        task = await streams.task(trajectory["task_id"])
+        score = await judging.score(task, trajectory)
+        scored = scored_event(trajectory, score, detect_block(trajectory))
+        await streams.send(
+            [Output("trajectories.scored", "scored_trajectory", scored["episode_id"], scored)]
+        )

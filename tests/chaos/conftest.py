@@ -17,13 +17,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
 from commands.check import check_run
 from commands.children import Child
 from commands.local_run import RunOptions, RunSummary, run_local
+from infra.consumer import watermarks
 from infra.log_reader import read_topic
 from infra.settings import Settings
-from tests.e2e.conftest import isolated_settings
+from infra.topic_admin import build_admin
+from tests.e2e.conftest import isolated_settings, run_options
 
 ROWS: list[dict[str, Any]] = []
 
@@ -54,6 +57,14 @@ def pytest_terminal_summary(terminalreporter):
 def run_settings(stack_settings: Settings) -> Iterator[Settings]:
     with isolated_settings(stack_settings) as settings:
         yield settings
+
+
+def chaos_options(tag: str, **fields: Any) -> RunOptions:
+    """The options of a chaos run, run id ``chaos-<tag>`` and six random hex digits: by default
+    16 episodes in flight, the scripted policy with 30% of steps wrong, 10 practice-web sites, and
+    failed when no episode ended for 240 s; ``fields`` set the others or override these."""
+    defaults = {"in_flight": 16, "error_rate": 0.3, "sites": 10, "stall_timeout_s": 240.0}
+    return run_options(f"chaos-{tag}", **{**defaults, **fields})
 
 
 @dataclass
@@ -121,6 +132,28 @@ def chaos_run(
     return ChaosResult(summary, report, row)
 
 
+def prefix_topics(settings: Settings) -> list[str]:
+    """Every topic of the deployment's prefix: the topic table's and the Faust app's own
+    (changelogs, repartitions)."""
+    prefix = settings.topic_prefix
+    return [
+        t
+        for t in build_admin(settings).list_topics(timeout=10).topics
+        if t.startswith((f"{prefix}.", f"{prefix}-"))
+    ]
+
+
+def partition_watermarks(
+    consumer: Consumer, topics: list[str]
+) -> dict[tuple[str, int], tuple[int, int]]:
+    """(topic, partition) -> (low, high) offsets, for every partition of ``topics``."""
+    found = {}
+    for topic in topics:
+        for partition in consumer.list_topics(topic, timeout=10).topics[topic].partitions:
+            found[(topic, partition)] = watermarks(consumer, TopicPartition(topic, partition), 10)
+    return found
+
+
 def save_row(settings: Settings, row: dict[str, Any], name: str) -> None:
     """Write (or rewrite, after a test added figures) one row of the fault table."""
     out = settings.state_dir / "chaos"
@@ -135,3 +168,15 @@ def assert_nothing_lost(result: ChaosResult, episodes: int) -> None:
     assert result.report.ok, "\n".join(row["violations"])
     assert row["started"] == episodes and row["ended"] == episodes, row
     assert row["lost"] == 0 and row["duplicates_after_dedup"] == 0, row
+
+
+def command_tree(command, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], bool]]:
+    """Every command under ``command`` (a click command, e.g. ``typer.main.get_command(app)``)
+    as (path of names, is a group), the root first. Groups are asked through the click API, since
+    the root builds each command only when it is asked for."""
+    group = hasattr(command, "list_commands")
+    yield path, group
+    if group:
+        context = type(command).context_class(command)
+        for name in command.list_commands(context):
+            yield from command_tree(command.get_command(context, name), (*path, name))

@@ -31,17 +31,16 @@ from pathlib import Path
 
 import pytest
 import typer.main
-from confluent_kafka import TopicPartition
 from typer.testing import CliRunner
 
 from commands.main import app
-from infra.consumer import build_consumer, watermarks
+from infra.consumer import build_consumer
 from infra.minio_store import build_minio
 from infra.settings import Settings
-from infra.topic_admin import build_admin
 from sites import generate_sites
 from sites.tasks import generate_tasks
 from tasks.webgym_format import write_webgym_jsonl
+from tests.chaos.conftest import command_tree, partition_watermarks, prefix_topics
 from tests.e2e.conftest import isolated_settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -77,19 +76,10 @@ class Written:
 
 
 def written(settings: Settings, directory: Path) -> Written:
-    prefix = settings.topic_prefix
-    names = [
-        t
-        for t in build_admin(settings).list_topics(timeout=10).topics
-        if t.startswith((f"{prefix}.", f"{prefix}-"))
-    ]
+    names = prefix_topics(settings)
     consumer = build_consumer(settings, f"bad-input-{uuid.uuid4().hex[:8]}", "bad-input")
     try:
-        ends = {}
-        for topic in names:
-            for partition in consumer.list_topics(topic, timeout=10).topics[topic].partitions:
-                _, high = watermarks(consumer, TopicPartition(topic, partition), 10)
-                ends[(topic, partition)] = high
+        ends = {where: high for where, (_, high) in partition_watermarks(consumer, names).items()}
     finally:
         consumer.close()
     minio = build_minio(settings)
@@ -364,17 +354,10 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(bad: Bad, deployment, wor
 def test_the_table_covers_every_command():
     root = typer.main.get_command(app)
 
-    def leaves(command, path: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
-        if hasattr(command, "commands"):  # a group (Typer vendors its own click)
-            for name, sub in command.commands.items():
-                yield from leaves(sub, (*path, name))
-        else:
-            yield path
-
+    leaves = [path for path, group in command_tree(root) if not group]
+    assert len(leaves) >= 30, leaves  # the walk reached every group's commands
     missing = [
-        " ".join(leaf)
-        for leaf in leaves(root, ())
-        if not any(bad.args[: len(leaf)] == leaf for bad in TABLE)
+        " ".join(leaf) for leaf in leaves if not any(bad.args[: len(leaf)] == leaf for bad in TABLE)
     ]
     assert not missing, f"commands without a bad-input row: {missing}"
 

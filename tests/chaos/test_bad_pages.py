@@ -11,14 +11,12 @@ that dies fails the run), and the checker (`webgym check`) passes.
 
 from __future__ import annotations
 
-import uuid
 from collections import Counter
 
-from commands.local_run import RunOptions
 from infra.log_reader import read_topic
 from sites import generate_sites
 from sites.tasks import generate_tasks
-from tests.chaos.conftest import Fault, assert_nothing_lost, chaos_run
+from tests.chaos.conftest import Fault, assert_nothing_lost, chaos_options, chaos_run
 
 IN_FLIGHT = 16
 EPISODES = 32
@@ -63,17 +61,10 @@ def test_hanging_and_crashing_pages_abort_only_their_episodes(run_settings, requ
         if not fault.struck_ms and summary.started:
             fault.mark()  # the fault pages are in the mix from the first episode on
 
-    options = RunOptions(
-        episodes=EPISODES,
-        in_flight=IN_FLIGHT,
-        error_rate=0.3,
-        sites=SITES,
-        seed=SEED,
-        tasks=tasks,
+    options = chaos_options(
+        "bp", episodes=EPISODES, in_flight=IN_FLIGHT, sites=SITES, seed=SEED, tasks=tasks,
         browser_args=("--fault-injection",),
-        run_id=f"chaos-bp{uuid.uuid4().hex[:6]}",
-        stall_timeout_s=240.0,
-    )
+    )  # fmt: skip
     result = chaos_run(run_settings, options, fault, watch, request)
     assert len(pids) == 1, f"the browser worker was replaced: pids {sorted(pids)}"
     assert_nothing_lost(result, EPISODES)

@@ -7,12 +7,10 @@ with SIGTERM by its pid file, as `webgym down` does, and started again with `web
 from __future__ import annotations
 
 import time
-import uuid
 
-from commands.local_run import RunOptions
 from infra import stack
 from infra.stack.kafka import LocalKafka
-from tests.chaos.conftest import Fault, assert_nothing_lost, chaos_run
+from tests.chaos.conftest import Fault, assert_nothing_lost, chaos_options, chaos_run
 
 EPISODES = 32
 
@@ -28,15 +26,7 @@ def test_a_broker_restart_mid_run_loses_nothing(run_settings, request):
             time.sleep(5.0)  # every client sees the broker gone
             stack.up(run_settings, report=lambda line: None)
 
-    options = RunOptions(
-        episodes=EPISODES,
-        in_flight=16,
-        error_rate=0.3,
-        sites=10,
-        seed=4,
-        run_id=f"chaos-br{uuid.uuid4().hex[:6]}",
-        stall_timeout_s=300.0,
-    )
+    options = chaos_options("br", episodes=EPISODES, seed=4, stall_timeout_s=300.0)
     try:
         result = chaos_run(run_settings, options, fault, strike, request)
     finally:

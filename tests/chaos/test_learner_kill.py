@@ -12,14 +12,12 @@ cycle; this run is its mid-upload case.)
 from __future__ import annotations
 
 import os
-import uuid
 from collections import Counter
 
 from commands.children import Child, settings_env
-from commands.local_run import RunOptions
 from infra.minio_store import build_minio
 from infra.weights import read_manifest, stored_versions
-from tests.chaos.conftest import Fault, assert_nothing_lost, chaos_run
+from tests.chaos.conftest import Fault, assert_nothing_lost, chaos_options, chaos_run
 from tests.e2e.test_learner import _check_manifest, _committed, _versions
 from tests.integration.model_servers import tiny_model_fixture  # noqa: F401
 
@@ -70,17 +68,10 @@ def test_a_learner_killed_mid_upload_announces_no_partial_version(
         # is left of the run (episodes keep going while this waits).
         restarted.wait_for("published default v1", 300)
 
-    options = RunOptions(
-        episodes=EPISODES,
-        in_flight=16,
-        error_rate=0.0,
-        sites=10,
-        seed=6,
-        run_id=f"chaos-lk{uuid.uuid4().hex[:6]}",
-        learner_model=str(tiny_model),
-        learner_args=LEARNER_ARGS,
-        stall_timeout_s=300.0,
-    )
+    options = chaos_options(
+        "lk", episodes=EPISODES, error_rate=0.0, seed=6, stall_timeout_s=300.0,
+        learner_model=str(tiny_model), learner_args=LEARNER_ARGS,
+    )  # fmt: skip
     result = chaos_run(run_settings, options, fault, strike, request)
     assert fault.struck_ms, "the learner never reached its first upload"
     assert ended_at_kill[0] < EPISODES, "the learner was killed after the rollouts ended"

@@ -20,12 +20,10 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from commands.local_run import RunOptions
 from infra.dead_letters import (
     HEADER_ERROR_CLASS,
     HEADER_OFFSET,
@@ -36,7 +34,7 @@ from infra.log_reader import TopicReader, read_topic
 from infra.producer import build_producer
 from infra.settings import Settings
 from schemas.serde import MARKER, default_catalog
-from tests.chaos.conftest import Fault, assert_nothing_lost, chaos_run
+from tests.chaos.conftest import Fault, assert_nothing_lost, chaos_options, chaos_run
 
 IN_FLIGHT = 16
 # Twice the battery's 1 in 200: the same 14 poison records or more (the schedule's first 14 cover
@@ -250,16 +248,8 @@ class Poisoner:
 
 
 def test_poison_records_one_in_100_all_dead_lettered_nothing_stalls(run_settings, request):
-    run_id = f"chaos-px{uuid.uuid4().hex[:6]}"
-    options = RunOptions(
-        episodes=EPISODES,
-        in_flight=IN_FLIGHT,
-        error_rate=0.3,
-        sites=10,
-        seed=3,
-        run_id=run_id,
-        stall_timeout_s=240.0,
-    )
+    options = chaos_options("px", episodes=EPISODES, in_flight=IN_FLIGHT, seed=3)
+    run_id = options.run_id
     poisoner = Poisoner(run_settings, run_id)
     try:
         result = chaos_run(run_settings, options, poisoner.fault, poisoner.strike, request)

@@ -8,26 +8,16 @@ run started; a killed worker is started again the way a user (or systemd) would.
 from __future__ import annotations
 
 import time
-import uuid
 
 from commands.local_run import RunOptions
-from tests.chaos.conftest import Fault, assert_nothing_lost, chaos_run
+from tests.chaos.conftest import Fault, assert_nothing_lost, chaos_options, chaos_run
 
 IN_FLIGHT = 16
 EPISODES = 32
 
 
 def _options(tag: str, **extra) -> RunOptions:
-    return RunOptions(
-        episodes=EPISODES,
-        in_flight=IN_FLIGHT,
-        error_rate=0.3,
-        sites=10,
-        seed=3,
-        run_id=f"chaos-{tag}{uuid.uuid4().hex[:6]}",
-        stall_timeout_s=240.0,
-        **extra,
-    )
+    return chaos_options(tag, episodes=EPISODES, in_flight=IN_FLIGHT, seed=3, **extra)
 
 
 def _restart(children, name: str, marker: str, timeout_s: float = 180.0) -> None:
@@ -36,15 +26,24 @@ def _restart(children, name: str, marker: str, timeout_s: float = 180.0) -> None
     restarted.wait_for(marker, timeout_s)
 
 
-def test_a_browser_worker_killed_mid_episode_and_replaced_loses_nothing(run_settings, request):
-    fault = Fault("SIGKILL browser worker mid-episode, new one started")
+def _kill_once(fault: Fault, name: str, marker: str, after_ended: int, pause_s: float = 0.0):
+    """A strike: once ``after_ended`` episodes ended, SIGKILL the child ``name``, mark the fault,
+    wait ``pause_s`` and start it again (back when its log says ``marker``); only once."""
 
     def strike(summary, children):
-        if summary.ended >= 8 and not fault.struck_ms:
-            children["browser worker"].kill()
+        if summary.ended >= after_ended and not fault.struck_ms:
+            children[name].kill()
             fault.mark()
-            _restart(children, "browser worker", "assigned")
+            if pause_s:
+                time.sleep(pause_s)
+            _restart(children, name, marker)
 
+    return strike
+
+
+def test_a_browser_worker_killed_mid_episode_and_replaced_loses_nothing(run_settings, request):
+    fault = Fault("SIGKILL browser worker mid-episode, new one started")
+    strike = _kill_once(fault, "browser worker", "assigned", after_ended=8)
     result = chaos_run(run_settings, _options("bw"), fault, strike, request)
     assert fault.struck_ms
     # Episodes whose page died with the worker are aborted with the reason (the new worker does
@@ -70,14 +69,8 @@ def test_the_stream_processors_killed_three_times_lose_nothing(run_settings, req
 
 def test_a_policy_worker_killed_and_restarted_loses_nothing(run_settings, request):
     fault = Fault("SIGKILL policy worker, restarted")
-
-    def strike(summary, children):
-        if summary.ended >= 4 and not fault.struck_ms:
-            children["policy worker"].kill()
-            fault.mark()
-            time.sleep(2.0)  # requests pile up unanswered meanwhile
-            _restart(children, "policy worker", "assigned")
-
+    # Two seconds dead: requests pile up unanswered meanwhile.
+    strike = _kill_once(fault, "policy worker", "assigned", after_ended=4, pause_s=2.0)
     result = chaos_run(run_settings, _options("pw"), fault, strike, request)
     assert fault.struck_ms
     assert_nothing_lost(result, EPISODES)

@@ -40,18 +40,24 @@ from typer.testing import CliRunner
 
 from bench.fleet import WorkerProcess, worker_env
 from commands.children import Child, faust_argv, settings_env
-from commands.local_run import RunOptions
 from commands.main import app
-from infra.consumer import EventConsumer, build_consumer, watermarks
+from infra.consumer import EventConsumer, build_consumer
 from infra.dead_letters import DeadLetterRouter
 from infra.log_reader import read_topic
 from infra.producer import EventProducer
 from infra.settings import Settings
 from infra.stack.process import ManagedProcess
-from infra.topic_admin import build_admin
 from sites import generate_sites
 from sites.tasks import generate_tasks
-from tests.chaos.conftest import Fault, assert_nothing_lost, chaos_run
+from tests.chaos.conftest import (
+    Fault,
+    assert_nothing_lost,
+    chaos_options,
+    chaos_run,
+    command_tree,
+    partition_watermarks,
+    prefix_topics,
+)
 from tests.e2e.conftest import isolated_settings
 from tests.integration.browser_fleet import Episodes
 
@@ -66,22 +72,29 @@ REFUSED_PRIVATE = "private, loopback or link-local"
 # -- a server that must never be reached ------------------------------------------------------
 
 
-class _Recorder(http.server.BaseHTTPRequestHandler):
-    """Answers every GET with the secret page and records it; the test asserts it never does."""
+class _QuietPages(http.server.BaseHTTPRequestHandler):
+    """A handler that sends HTML pages and logs nothing."""
 
-    def do_GET(self) -> None:  # noqa: N802 - the http.server API
-        self.server.hits.append(f"{self.headers.get('Host')}{self.path}")
-        body = f"<title>{TOKEN}</title><h1>{TOKEN}</h1>".encode()
+    def send_page(self, body: bytes) -> None:
+        """200 OK with ``body`` as text/html."""
         self.send_response(200)
         self.send_header("Content-Type", "text/html")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
 
-    do_POST = do_GET  # noqa: N815
-
     def log_message(self, *args) -> None:
         pass
+
+
+class _Recorder(_QuietPages):
+    """Answers every GET with the secret page and records it; the test asserts it never does."""
+
+    def do_GET(self) -> None:  # noqa: N802 - the http.server API
+        self.server.hits.append(f"{self.headers.get('Host')}{self.path}")
+        self.send_page(f"<title>{TOKEN}</title><h1>{TOKEN}</h1>".encode())
+
+    do_POST = do_GET  # noqa: N815
 
 
 class _Server(http.server.ThreadingHTTPServer):
@@ -282,16 +295,10 @@ def security_run(stack_settings: Settings, request) -> Iterator[SecurityRun]:
         tasks += controls
         assert len(case_of_task) == len(cases)
         # One difficulty only: the sampler spreads attempts evenly over these tasks.
-        options = RunOptions(
-            episodes=EPISODES,
-            in_flight=IN_FLIGHT,
-            error_rate=0.0,
-            sites=SITES,
-            seed=SEED,
+        options = chaos_options(
+            "sec", episodes=EPISODES, in_flight=IN_FLIGHT, error_rate=0.0, sites=SITES, seed=SEED,
             tasks=tuple(tasks),
-            run_id=f"chaos-sec{uuid.uuid4().hex[:6]}",
-            stall_timeout_s=240.0,
-        )
+        )  # fmt: skip
         run = SecurityRun(settings, options.run_id, cases, case_of_task, set(), None, [])
         run.control_tasks = {t["task_id"] for t in controls}
 
@@ -410,20 +417,11 @@ def _raw_records(settings: Settings) -> Iterator[tuple[str, bytes]]:
     prefix: the topic table's and the Faust app's own (changelogs, repartitions)."""
     from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
-    prefix = settings.topic_prefix
-    topics = [
-        t
-        for t in build_admin(settings).list_topics(timeout=10).topics
-        if t.startswith((f"{prefix}.", f"{prefix}-"))
-    ]
+    topics = prefix_topics(settings)
     consumer = build_consumer(settings, f"sec-scan-{uuid.uuid4().hex[:8]}", "sec-scan")
     try:
-        ends = {}
-        for topic in topics:
-            for partition in consumer.list_topics(topic, timeout=10).topics[topic].partitions:
-                low, high = watermarks(consumer, TopicPartition(topic, partition), 10)
-                if high > low:
-                    ends[(topic, partition)] = high
+        marks = partition_watermarks(consumer, topics)
+        ends = {where: high for where, (low, high) in marks.items() if high > low}
         consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in ends])
         left = set(ends)
         while left:
@@ -444,13 +442,7 @@ def _help_texts() -> Iterator[tuple[str, str]]:
     root = typer.main.get_command(app)
     runner = CliRunner()
 
-    def walk(command, path: list[str]) -> Iterator[list[str]]:
-        yield path
-        if hasattr(command, "commands"):  # a group (Typer vendors its own click)
-            for name, sub in command.commands.items():
-                yield from walk(sub, [*path, name])
-
-    for path in walk(root, []):
+    for path, _ in command_tree(root):
         result = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "200"})
         assert result.exit_code == 0, (path, result.output)
         yield " ".join(["webgym", *path]), result.output
@@ -578,7 +570,7 @@ def test_servers_started_with_their_defaults_bind_loopback(run_settings, tmp_pat
 # -- one browser worker, steered at refused targets -----------------------------------------
 
 
-class _Steering(http.server.BaseHTTPRequestHandler):
+class _Steering(_QuietPages):
     """The task's own site (*.webgym.test): pages that lead the browser elsewhere.
 
     /go?to=U (302 to U), /js?to=U (script sets location), /img?src=U (an image),
@@ -605,15 +597,7 @@ class _Steering(http.server.BaseHTTPRequestHandler):
                 'background:#08f">go there</a>'
             ),
         }
-        body = f"<title>steering</title>{pages.get(parts.path, '<p>home</p>')}".encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args) -> None:
-        pass
+        self.send_page(f"<title>steering</title>{pages.get(parts.path, '<p>home</p>')}".encode())
 
 
 def test_a_browser_worker_refuses_every_way_to_a_private_target(run_settings, tmp_path):

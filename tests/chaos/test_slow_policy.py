@@ -16,6 +16,7 @@ from collections import Counter, defaultdict
 from commands.local_run import RunOptions
 from infra.log_reader import read_topic
 from infra.settings import Settings
+from schemas.inference import no_action_reason
 from tests.chaos.conftest import Fault, assert_nothing_lost, chaos_run
 
 IN_FLIGHT = 16
@@ -60,7 +61,7 @@ def _of_run(settings: Settings, suffix: str, run_id: str) -> dict[str, dict]:
     if suffix == "inferences":
         for event_id, records in copies.items():
             # A late reply after the error answer would be a second inference with this id.
-            contents = {(r["parse_error"], r["raw_text"]) for r in records}
+            contents = {(no_action_reason(r), r["raw_text"]) for r in records}
             assert len(contents) == 1, (event_id, records)
     return {event_id: records[0] for event_id, records in copies.items()}
 
@@ -83,7 +84,11 @@ def _one_inference_per_request_and_step(settings: Settings, run_id: str) -> dict
         used = [s["inference_event_id"] for s in steps]
         assert len(used) == len(set(used)), trajectory["episode_id"]
         for s in steps:  # the inference a step holds is the one in the log, not a late copy
-            assert s["parse_error"] == inferences[s["inference_event_id"]]["parse_error"]
+            inference = inferences[s["inference_event_id"]]
+            assert (s["parse_error"], s["backend_error"]) == (
+                inference["parse_error"],
+                inference["backend_error"],
+            )
     return scored
 
 
@@ -104,7 +109,8 @@ def test_a_policy_slower_than_its_timeout_ends_every_episode_after_bounded_retri
     assert all(t["aborted"] for t in scored.values())  # no reply at all: aborted, not finished
     assert result.row["aborted"] == EPISODES
     for trajectory in scored.values():
-        assert [s["parse_error"] for s in trajectory["steps"]] == [TIMED_OUT] * (BUDGET + 1)
+        assert [no_action_reason(s) for s in trajectory["steps"]] == [TIMED_OUT] * (BUDGET + 1)
+        assert [s["parse_error"] for s in trajectory["steps"]] == [None] * (BUDGET + 1)
     requests = Counter(r["episode_id"] for r in _of_run(settings, "ops.infer", run_id).values())
     assert requests == {episode: BUDGET + 1 for episode in scored}, requests
 
@@ -120,11 +126,13 @@ def test_a_policy_sometimes_slower_than_its_timeout_recovers_on_the_next_try(run
     recovered = [
         t
         for t in scored.values()
-        if any(s["parse_error"] == TIMED_OUT for s in t["steps"]) and t["termination"] == "answer"
+        if any(no_action_reason(s) == TIMED_OUT for s in t["steps"])
+        and t["termination"] == "answer"
     ]
     assert recovered, {t["episode_id"]: t["termination"] for t in scored.values()}
     for trajectory in scored.values():
         for s in trajectory["steps"]:
-            assert s["parse_error"] in (None, TIMED_OUT), s  # the scripted replies always parse
+            assert s["parse_error"] is None, s  # the scripted replies always parse
+            assert no_action_reason(s) in (None, TIMED_OUT), s
         if trajectory["termination"].startswith("parse errors"):
             assert trajectory["termination"].endswith(f"(last: {TIMED_OUT})")

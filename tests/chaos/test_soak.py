@@ -15,14 +15,12 @@ from __future__ import annotations
 import os
 import statistics
 import time
-import uuid
 from pathlib import Path
 
 import pytest
 
-from commands.local_run import RunOptions
 from infra.provenance import write_result
-from tests.chaos.conftest import Fault, assert_nothing_lost, chaos_run, save_row
+from tests.chaos.conftest import Fault, assert_nothing_lost, chaos_options, chaos_run, save_row
 
 # Its own CI step (`make soak`), longer than the default per-test timeout.
 pytestmark = [pytest.mark.soak, pytest.mark.timeout(3600)]
@@ -77,14 +75,8 @@ def test_one_browser_worker_serves_a_thousand_episodes_in_bounded_memory(run_set
         tree = _tree(root)
         samples.append((summary.ended, _pss_mb(root), sum(_pss_mb(pid) for pid in tree)))
 
-    options = RunOptions(
-        episodes=EPISODES,
-        in_flight=IN_FLIGHT,
-        error_rate=0.3,
-        sites=10,
-        seed=7,
-        run_id=f"chaos-soak{uuid.uuid4().hex[:6]}",
-        stall_timeout_s=300.0,
+    options = chaos_options(
+        "soak", episodes=EPISODES, in_flight=IN_FLIGHT, seed=7, stall_timeout_s=300.0
     )
     result = chaos_run(run_settings, options, fault, sample, request)
     assert_nothing_lost(result, EPISODES)

@@ -13,6 +13,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -27,6 +28,12 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if "tests/e2e" in str(item.fspath):
             item.add_marker(pytest.mark.e2e)
+
+
+def run_options(tag: str, **fields: Any) -> RunOptions:
+    """A test run's :class:`RunOptions`: ``fields``, and a fresh run id (the prefix of its
+    episode ids): ``tag`` and six random hex digits."""
+    return RunOptions(run_id=f"{tag}{uuid.uuid4().hex[:6]}", **fields)
 
 
 def webgym_cli(
@@ -93,7 +100,5 @@ def finished_run(stack_settings: Settings) -> Iterator[FinishedRun]:
     """One finished run shared by the tests that only read the log (replay, stats, rescore):
     16 episodes, 4 in flight, the scripted policy with 30% of steps wrong, 5 sites."""
     with isolated_settings(stack_settings) as settings:
-        options = RunOptions(
-            episodes=16, in_flight=4, error_rate=0.3, sites=5, run_id=f"e2e-f{uuid.uuid4().hex[:6]}"
-        )
+        options = run_options("e2e-f", episodes=16, in_flight=4, error_rate=0.3, sites=5)
         yield FinishedRun(settings, run_local(settings, options, start_stack=False))

@@ -24,7 +24,7 @@ from confluent_kafka import TopicPartition
 from agents.policy.main import BackendOptions, backend_factory
 from agents.policy.worker import PolicyWorker, PolicyWorkerConfig
 from commands.children import Child, settings_env
-from commands.local_run import RunOptions, run_local
+from commands.local_run import run_local
 from infra.consumer import build_consumer
 from infra.log_reader import read_topic
 from infra.minio_store import build_minio, read_bytes
@@ -37,6 +37,7 @@ from infra.weights import (
 )
 from learner.samples import SampleBuilder
 from learner.trainer import Trainer, TrainerConfig
+from tests.e2e.conftest import run_options
 from tests.integration.model_servers import tiny_model_fixture  # noqa: F401
 
 CLI = [sys.executable, "-m", "commands.main"]
@@ -76,12 +77,8 @@ def _check_manifest(settings, event, model):
 
 
 def test_successes_train_a_version_that_the_policy_worker_serves(run_settings, tiny_model):
-    options = RunOptions(
-        episodes=20,
-        in_flight=2,
-        error_rate=0.0,
-        sites=3,
-        run_id=f"e2e-l{uuid.uuid4().hex[:6]}",
+    options = run_options(
+        "e2e-l", episodes=20, in_flight=2, error_rate=0.0, sites=3,
         learner_model=str(tiny_model),
         learner_args=(
             "--lora-rank", "8", "--lr", "5e-3", "--fresh-per-step", "2",
@@ -154,9 +151,7 @@ def _committed(settings, group="webgym-learner"):
 def test_a_killed_learner_never_announces_partial_weights_nor_trains_a_sample_twice(
     run_settings, tiny_model, tmp_path
 ):
-    options = RunOptions(
-        episodes=8, in_flight=4, error_rate=0.0, sites=3, run_id=f"e2e-k{uuid.uuid4().hex[:6]}"
-    )
+    options = run_options("e2e-k", episodes=8, in_flight=4, error_rate=0.0, sites=3)
     run_local(run_settings, options, start_stack=False)
     successes, samples = _success_samples(run_settings)
     assert len(successes) == 8 and len(samples) >= 12  # enough for several versions

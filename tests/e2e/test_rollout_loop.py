@@ -9,16 +9,16 @@ against the verifier the judge uses.
 from __future__ import annotations
 
 import hashlib
-import uuid
 from collections import Counter, defaultdict
 from urllib.parse import urlsplit
 
-from commands.local_run import RunOptions, run_local
+from commands.local_run import run_local
 from infra.dead_letters import HEADER_OFFSET, HEADER_TOPIC
 from infra.log_reader import read_topic
 from infra.producer import EventProducer
 from sites import generate_sites
 from sites.tasks import generate_tasks
+from tests.e2e.conftest import run_options
 
 SITES = 10
 
@@ -85,14 +85,7 @@ def test_sixty_episodes_eight_in_flight_end_exactly_once_with_true_rewards(run_s
             producer.flush()
             poisoned.append(True)
 
-    options = RunOptions(
-        episodes=60,
-        in_flight=8,
-        error_rate=0.3,
-        sites=SITES,
-        seed=3,
-        run_id=f"e2e-a{uuid.uuid4().hex[:6]}",
-    )
+    options = run_options("e2e-a", episodes=60, in_flight=8, error_rate=0.3, sites=SITES, seed=3)
     summary = run_local(run_settings, options, on_progress=poison_once, start_stack=False)
     assert poisoned
     log = _run_log(run_settings, summary.run_id)
@@ -158,14 +151,8 @@ def test_a_bot_wall_keeps_its_site_out_of_training_and_sampling(run_settings):
     for task in tasks:
         if task["website"] == walled:  # the site greets every visitor with a captcha first
             task["start_url"] = f"http://{walled}/__webgym/captcha"
-    options = RunOptions(
-        episodes=12,
-        in_flight=3,
-        error_rate=0.0,
-        sites=3,
-        seed=0,
-        tasks=tuple(tasks),
-        run_id=f"e2e-b{uuid.uuid4().hex[:6]}",
+    options = run_options(
+        "e2e-b", episodes=12, in_flight=3, error_rate=0.0, sites=3, seed=0, tasks=tuple(tasks)
     )
     summary = run_local(run_settings, options, start_stack=False)
     log = _run_log(run_settings, summary.run_id)
@@ -208,14 +195,7 @@ def test_a_silent_policy_side_ends_episodes_by_lease(run_settings):
             children.pop("policy worker").kill()  # and none comes back
             killed.append(summary.ended)
 
-    options = RunOptions(
-        episodes=12,
-        in_flight=4,
-        error_rate=0.0,
-        sites=SITES,
-        seed=1,
-        run_id=f"e2e-l{uuid.uuid4().hex[:6]}",
-    )
+    options = run_options("e2e-l", episodes=12, in_flight=4, error_rate=0.0, sites=SITES, seed=1)
     summary = run_local(settings, options, on_progress=kill_policy, start_stack=False)
     log = _run_log(settings, summary.run_id)
     ends = [e.record for e in log["episodes"] if e.record["kind"] != "started"]

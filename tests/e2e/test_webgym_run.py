@@ -39,3 +39,4 @@ def test_webgym_run_runs_the_loop_and_writes_its_summary(run_settings, tmp_path)
     assert figures["episodes_started"] == figures["episodes_ended"] == figures["judged"] == 6
     assert figures["successes"] == 6  # the scripted policy without errors solves every task
     assert figures["steps"] >= 6 and figures["steps_per_s"] > 0
+    assert "--summary-json" in figures["provenance"]["command"]  # the one result-file writer

@@ -16,36 +16,11 @@ from tests.integration.model_servers import (  # noqa: F401
     openai_server_fixture,
     tiny_model_fixture,
 )
+from tests.samples import LASAGNA_RECIPE, LASAGNA_TIME, lasagna_task
 
-TASK: dict[str, Any] = {
-    "event_id": "task:allrecipes-0042",
-    "ts": 1_795_000_000_000,
-    "task_id": "allrecipes-0042",
-    "task_name": "On allrecipes.com, find a vegetarian lasagna recipe rated at least 4.5 stars "
-    "with more than 100 reviews. Report its name, its total time and its first three "
-    "ingredients.",
-    "website": "allrecipes.com",
-    "start_url": "https://www.allrecipes.com/",
-    "domain": "food",
-    "subdomain": "recipes",
-    "difficulty": "hard",
-    "evaluator_reference": [
-        {
-            "id": "g1",
-            "description": "a recipe that meets the criteria",
-            "facts": [
-                "The recipe is a vegetarian lasagna",
-                "The recipe is rated at least 4.5 stars",
-                "The recipe has more than 100 reviews",
-            ],
-        },
-        {"id": "g2", "description": "total time", "facts": ["The total time of the recipe"]},
-    ],
-    "definite_answer": None,
-    "split": "train",
-    "parent_task_id": None,
-    "extra_json": json.dumps({"source": "webgym"}),
-}
+TASK: dict[str, Any] = lasagna_task(
+    evaluator_reference=[LASAGNA_RECIPE, LASAGNA_TIME], extra_json=json.dumps({"source": "webgym"})
+)
 
 
 class RecordingOpenAI:

@@ -13,92 +13,34 @@ from analytics.rescore import compare, output_suffix, trajectory_of
 from analytics.times import parse_since
 
 
+def _event(suffix: str, episode: str, name: str, ts: int, **fields) -> tuple[str, dict]:
+    """(suffix, record) of event ``<episode>:<name>`` of ``episode`` at ``ts``, with ``fields``."""
+    return suffix, {"event_id": f"{episode}:{name}", "episode_id": episode, "ts": ts, **fields}
+
+
 def _events(episode: str, task: str, ts: int, success: bool, version: int = 0):
     """The events of one finished episode of two actions, in log order per topic."""
-    yield (
-        "episodes",
-        {
-            "event_id": f"{episode}:started",
-            "episode_id": episode,
-            "ts": ts,
-            "kind": "started",
-            "task_id": task,
-        },
-    )
-    yield (
-        "ops.navigate",
-        {"event_id": f"{episode}:0:navigate", "episode_id": episode, "ts": ts + 1, "task_id": task},
-    )
+    yield _event("episodes", episode, "started", ts, kind="started", task_id=task)
+    yield _event("ops.navigate", episode, "0:navigate", ts + 1, task_id=task)
     for step in (0, 1, 2):
-        yield (
-            "observations",
-            {
-                "event_id": f"{episode}:{step}:observation",
-                "episode_id": episode,
-                "ts": ts + 10 * step + 2,
-                "step": step,
-                "url": f"http://a/{step}",
-            },
-        )
-        yield (
-            "ops.infer",
-            {
-                "event_id": f"{episode}:{step}:infer",
-                "episode_id": episode,
-                "ts": ts + 10 * step + 3,
-            },
-        )
-        yield (
-            "inferences",
-            {
-                "event_id": f"{episode}:{step}:inference",
-                "episode_id": episode,
-                "ts": ts + 10 * step + 4,
-                "policy_version": version,
-                "parse_error": "bad" if step == 1 else None,
-            },
-        )
+        at = ts + 10 * step
+        yield _event("observations", episode, f"{step}:observation", at + 2, step=step,
+                     url=f"http://a/{step}")  # fmt: skip
+        yield _event("ops.infer", episode, f"{step}:infer", at + 3)
+        yield _event("inferences", episode, f"{step}:inference", at + 4, policy_version=version,
+                     parse_error="bad" if step == 1 else None)  # fmt: skip
         if step < 2:
-            yield (
-                "ops.act",
-                {
-                    "event_id": f"{episode}:{step + 1}:act",
-                    "episode_id": episode,
-                    "ts": ts + 10 * step + 5,
-                },
-            )
-    yield (
-        "episodes",
-        {
-            "event_id": f"{episode}:end",
-            "episode_id": episode,
-            "ts": ts + 40,
-            "kind": "finished",
-            "task_id": task,
-            "reason": "answer",
-        },
-    )
-    yield (
-        "trajectories.scored",
-        {
-            "event_id": f"{episode}:scored",
-            "episode_id": episode,
-            "ts": ts + 50,
-            "task_id": task,
-            "website": "shop",
-            "difficulty": "easy",
-            "reward": 1.0 if success else 0.0,
-            "judge_error": None,
-            "blocked": False,
-            "started_ts": ts,
-            "steps": [{"repeated": False}, {"repeated": True}, {"repeated": False}],
-        },
-    )
+            yield _event("ops.act", episode, f"{step + 1}:act", at + 5)
+    yield _event("episodes", episode, "end", ts + 40, kind="finished", task_id=task,
+                 reason="answer")  # fmt: skip
+    yield _event(
+        "trajectories.scored", episode, "scored", ts + 50,
+        task_id=task, website="shop", difficulty="easy", reward=1.0 if success else 0.0,
+        judge_error=None, blocked=False, started_ts=ts,
+        steps=[{"repeated": False}, {"repeated": True}, {"repeated": False}],
+    )  # fmt: skip
     if success:
-        yield (
-            "trajectories.success",
-            {"event_id": f"{episode}:success", "episode_id": episode, "ts": ts + 51},
-        )
+        yield _event("trajectories.success", episode, "success", ts + 51)
 
 
 def test_the_fold_follows_an_episode_through_its_states_once():
@@ -163,7 +105,9 @@ def test_the_dashboard_snapshot_counts_what_the_events_say():
         (r["version"], r["judged"], r["successes"], r["success_rate"])
         for r in snap["by_policy_version"]
     ] == [(0, 2, 1, 0.5), (1, 2, 2, 1.0)]
-    assert 0 < snap["by_policy_version"][0]["ci_low"] < 0.5 < snap["by_policy_version"][0]["ci_high"]
+    assert (
+        0 < snap["by_policy_version"][0]["ci_low"] < 0.5 < snap["by_policy_version"][0]["ci_high"]
+    )
     assert snap["heldout_by_policy_version"] == []  # no evaluation episode yet
     assert [p[1] for p in snap["success_curve"]] == [1.0, 0.5, 2 / 3, 0.75]
     assert snap["recent"][0]["episode_id"] == "run-000003"

@@ -293,6 +293,15 @@ def found(report: CheckReport) -> set[tuple[str, str | None]]:
     return {(v.invariant, v.episode_id) for v in report.violations}
 
 
+def assert_breaks(log: Log, invariant: str, episode_id: str, says: str) -> CheckReport:
+    """Checks ``log``: ``invariant`` is the only one broken, by ``episode_id`` alone, and the
+    first violation's message says ``says``. The report, for more checks."""
+    report = log.check()
+    assert found(report) == {(invariant, episode_id)}
+    assert says in report.violations[0].message, report.violations
+    return report
+
+
 def assert_holds(report: CheckReport) -> None:
     assert report.ok, "\n".join(
         f"{v.invariant} {v.episode_id} {v.at}: {v.message}" for v in report.violations
@@ -471,9 +480,7 @@ def test_an_operation_served_twice_is_a_re_execution_not_a_violation(log):
 @pytest.mark.parametrize("suffix", ["trajectories", "trajectories.scored"])
 def test_an_ended_episode_without_its_trajectory_breaks_trajectory(log, suffix):
     log.remove(suffix, B)  # B has no success
-    report = log.check()
-    assert found(report) == {("trajectory", B)}
-    assert f"nothing on {suffix}" in report.violations[0].message
+    assert_breaks(log, "trajectory", B, f"nothing on {suffix}")
 
 
 def change_both(log: Log, episode_id: str, change) -> None:
@@ -517,9 +524,7 @@ def test_a_trajectory_unlike_the_fold_of_its_steps_breaks_trajectory(log, change
 
 def test_a_scored_trajectory_unlike_its_trajectory_breaks_trajectory(log):
     log.one("trajectories.scored", B)["final_url"] = "http://elsewhere.test/"
-    report = log.check()
-    assert found(report) == {("trajectory", B)}
-    assert "differs from its trajectory" in report.violations[0].message
+    assert_breaks(log, "trajectory", B, "differs from its trajectory")
 
 
 def test_a_scored_trajectory_alone_is_checked_against_the_fold(log):
@@ -546,10 +551,8 @@ def test_identical_redeliveries_are_counted_and_dropped(log):
 def test_a_second_different_record_breaks_duplicates(log, suffix):
     first = log.one(suffix, A)
     at = log.add(suffix, {**first, "policy_versions": [3, 4]})
-    report = log.check()
-    assert found(report) == {("duplicates", A)}
+    report = assert_breaks(log, "duplicates", A, "policy_versions")
     assert report.violations[0].at == at
-    assert "policy_versions" in report.violations[0].message
     assert report.counts["duplicates_after_dedup"] == 1
 
 
@@ -565,16 +568,12 @@ def test_a_second_different_start_breaks_duplicates(log):
 def test_a_success_that_is_no_success_breaks_success(log):
     scored = log.one("trajectories.scored", B)
     log.add("trajectories.success", {**scored, "event_id": f"{B}:success"})
-    report = log.check()
-    assert found(report) == {("success", B)}
-    assert "reward 0.0" in report.violations[0].message
+    assert_breaks(log, "success", B, "reward 0.0")
 
 
 def test_a_success_unlike_its_scored_trajectory_breaks_success(log):
     log.one("trajectories.success", A)["judge_version"] = "2"
-    report = log.check()
-    assert found(report) == {("success", A)}
-    assert "judge_version" in report.violations[0].message
+    assert_breaks(log, "success", A, "judge_version")
 
 
 def test_a_success_that_never_reached_the_success_stream_breaks_success(log):
@@ -624,9 +623,7 @@ def test_a_poison_record_without_dead_letter_breaks_dead_letters(log):
 
 def test_a_dead_letter_without_its_headers_breaks_dead_letters(log):
     poison(log, A, headers=False)
-    report = log.check()
-    assert found(report) == {("dead-letters", A)}
-    assert "header webgym.source.topic is missing" in report.violations[0].message
+    assert_breaks(log, "dead-letters", A, "header webgym.source.topic is missing")
 
 
 @pytest.mark.parametrize(

@@ -24,42 +24,11 @@ from tasks.decompose import (
     parse_instruction,
 )
 from tasks.llm_client import LLMReplyError
-from tests.llm_fakes import fake_llm, recorded
+from tests.llm_fakes import assert_rejected, fake_llm, recorded
+from tests.samples import LASAGNA_INGREDIENTS, LASAGNA_RECIPE, LASAGNA_TIME, lasagna_task
 
-RECIPE = {
-    "id": "g1",
-    "description": "a recipe that meets the criteria",
-    "facts": [
-        "The recipe is a vegetarian lasagna",
-        "The recipe is rated at least 4.5 stars",
-        "The recipe has more than 100 reviews",
-    ],
-}
-TIME = {"id": "g2", "description": "total time", "facts": ["The total time of the recipe"]}
-INGREDIENTS = {
-    "id": "g3",
-    "description": "first three ingredients",
-    "facts": ["ricotta cheese", "lasagna noodles", "fresh spinach"],
-}
-
-REAL: dict[str, Any] = {
-    "event_id": "task:allrecipes-0042",
-    "ts": 1_795_000_000_000,
-    "task_id": "allrecipes-0042",
-    "task_name": "On allrecipes.com, find a vegetarian lasagna recipe rated at least 4.5 stars "
-    "with more than 100 reviews. Report its name, its total time and its first three "
-    "ingredients.",
-    "website": "allrecipes.com",
-    "start_url": "https://www.allrecipes.com/",
-    "domain": "food",
-    "subdomain": "recipes",
-    "difficulty": "hard",
-    "evaluator_reference": [RECIPE, TIME, INGREDIENTS],
-    "definite_answer": None,
-    "split": "train",
-    "parent_task_id": None,
-    "extra_json": json.dumps({"source": "webgym", "website_id": 17}),
-}
+RECIPE, TIME, INGREDIENTS = LASAGNA_RECIPE, LASAGNA_TIME, LASAGNA_INGREDIENTS
+REAL: dict[str, Any] = lasagna_task()
 KEPT, LEFT_OUT = [RECIPE, TIME], [INGREDIENTS]
 
 
@@ -419,9 +388,8 @@ def test_valid_recorded_rewrites_are_accepted(name):
     ],
 )
 def test_bad_recorded_rewrites_are_rejected_with_the_reason(name, reason):
-    with pytest.raises(LLMReplyError) as caught:
-        parse_instruction(recorded(name), REAL, KEPT, LEFT_OUT)
-    assert str(caught.value).startswith(reason), str(caught.value)
+    text = recorded(name)
+    assert_rejected(LLMReplyError, reason, lambda: parse_instruction(text, REAL, KEPT, LEFT_OUT))
 
 
 @pytest.mark.parametrize(
@@ -448,9 +416,8 @@ def test_bad_recorded_rewrites_are_rejected_with_the_reason(name, reason):
     ],
 )
 def test_bad_rewrites_are_rejected_with_the_reason(instruction, reason):
-    with pytest.raises(LLMReplyError) as caught:
-        parse_instruction(json.dumps({"instruction": instruction}), REAL, KEPT, LEFT_OUT)
-    assert str(caught.value).startswith(reason), str(caught.value)
+    reply = json.dumps({"instruction": instruction})
+    assert_rejected(LLMReplyError, reason, lambda: parse_instruction(reply, REAL, KEPT, LEFT_OUT))
 
 
 def test_the_length_limit_is_configurable():

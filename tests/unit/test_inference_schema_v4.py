@@ -6,19 +6,9 @@ from __future__ import annotations
 import pytest
 
 from schemas.serde import EventEncodeError, default_catalog
+from tests.samples import v1_inference
 
-V3 = {
-    "event_id": "run-000001:1:inference",
-    "episode_id": "run-000001",
-    "step": 1,
-    "ts": 1,
-    "policy_version": 5,
-    "request_event_id": "run-000001:1:infer",
-    "raw_text": "Thought: ...",
-    "latency_ms": 3.0,
-    "backend": "local",
-    "model": "tiny",
-}
+V3 = v1_inference(raw_text="Thought: ...", latency_ms=3.0, model="tiny")
 
 
 def test_an_old_event_keeps_its_version_and_has_no_sampling():

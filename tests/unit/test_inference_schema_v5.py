@@ -5,19 +5,9 @@ from __future__ import annotations
 
 from schemas.inference import backend_error, no_action_reason, parse_error
 from schemas.serde import default_catalog
+from tests.samples import v1_inference
 
-BASE = {
-    "event_id": "run-000001:1:inference",
-    "episode_id": "run-000001",
-    "step": 1,
-    "ts": 1,
-    "policy_version": 5,
-    "request_event_id": "run-000001:1:infer",
-    "raw_text": "",
-    "latency_ms": 0.0,
-    "backend": "local",
-    "model": "",
-}
+BASE = v1_inference()
 
 
 def test_v5_carries_the_backend_error_as_a_field():

@@ -26,7 +26,7 @@ from streams.judges.llm import (
     LLMRubricJudge,
     parse_judgement,
 )
-from tests.llm_fakes import REQUEST, completion, status_error
+from tests.llm_fakes import REQUEST, assert_rejected, completion, status_error
 
 REPLIES = Path(__file__).parents[1] / "data" / "judge_replies"
 
@@ -147,9 +147,7 @@ def test_a_fenced_json_block_is_accepted():
     ],
 )
 def test_bad_recorded_replies_are_rejected_precisely(name, message):
-    with pytest.raises(JudgeReplyError) as caught:
-        parse_judgement(reply(name), TASK)
-    assert str(caught.value).startswith(message), str(caught.value)
+    assert_rejected(JudgeReplyError, message, lambda: parse_judgement(reply(name), TASK))
 
 
 def test_yes_strings_are_rejected_for_facts_too():

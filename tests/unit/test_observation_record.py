@@ -3,8 +3,7 @@ fields as a page's, page_signals included, and both fit the observation schema."
 
 from __future__ import annotations
 
-from agents.browser.session import Snapshot
-from agents.browser.worker import observation_record
+from agents.browser.session import Snapshot, observation_record
 from schemas.serde import default_catalog
 
 

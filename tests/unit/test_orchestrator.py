@@ -27,6 +27,7 @@ from streams.orchestrator import (
     on_timer,
     resend,
 )
+from tests.samples import started_record, step_record
 
 TASKS = generate_tasks(generate_sites(count=3))
 EASY = next(t for t in TASKS if t["difficulty"] == "easy")
@@ -48,25 +49,13 @@ EP = "run-000000"
 
 def started(task: dict[str, Any] | None = EASY, horizon: int | None = None, **fields) -> dict:
     task_id = task["task_id"] if task else "nobody-published-this"
-    return {
-        "event_id": f"{EP}:started",
-        "episode_id": EP,
-        "step": 0,
-        "ts": T0,
-        "kind": "started",
-        "task_id": task_id,
-        "start_url": task["start_url"] if task else None,
-        "horizon": horizon,
-        **fields,
-    }
+    start_url = task["start_url"] if task else None
+    return started_record(EP, task_id, T0, **{"start_url": start_url, "horizon": horizon, **fields})
 
 
 def observation(step: int, page: str = "home", **fields) -> dict:
     return {
-        "event_id": f"{EP}:{step}:observation",
-        "episode_id": EP,
-        "step": step,
-        "ts": T0 + 1000 * step,
+        **step_record(EP, step, "observation", T0 + 1000 * step),
         "screenshot": f"jpeg of {page}".encode(),
         "width": 1280,
         "height": 768,
@@ -79,10 +68,7 @@ def observation(step: int, page: str = "home", **fields) -> dict:
 def inference(step: int, action: dict | None, policy_version: int = 7, memory: str = "") -> dict:
     reply = format_reply(action, thought=f"t{step}", memory=memory) if action else "no idea"
     return {
-        "event_id": f"{EP}:{step}:inference",
-        "episode_id": EP,
-        "step": step,
-        "ts": T0 + 1000 * step + 500,
+        **step_record(EP, step, "inference", T0 + 1000 * step + 500),
         "policy_version": policy_version,
         "request_event_id": f"{EP}:{step}:infer",
         "raw_text": reply,

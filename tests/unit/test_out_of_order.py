@@ -28,6 +28,7 @@ from streams.orchestrator import (
     on_started,
     resend,
 )
+from tests.samples import started_record, step_record
 
 TASK = next(t for t in generate_tasks(generate_sites(count=2)) if t["difficulty"] == "hard")
 RULES = Rules(horizons={"easy": 10, "medium": 20, "hard": 30}, parse_error_budget=3)
@@ -38,10 +39,7 @@ CLICK = {"kind": "left_click", "x": 500, "y": 120}
 
 def observation(step: int, **fields) -> dict:
     return {
-        "event_id": f"{EP}:{step}:observation",
-        "episode_id": EP,
-        "step": step,
-        "ts": T0 + 1000 * step,
+        **step_record(EP, step, "observation", T0 + 1000 * step),
         "screenshot": f"jpeg {step}".encode(),
         "url": f"http://{TASK['website']}/p{step}",
         "title": f"Page {step}",
@@ -51,10 +49,7 @@ def observation(step: int, **fields) -> dict:
 
 def inference(step: int, action: dict | None = CLICK, **fields) -> dict:
     return {
-        "event_id": f"{EP}:{step}:inference",
-        "episode_id": EP,
-        "step": step,
-        "ts": T0 + 1000 * step + 500,
+        **step_record(EP, step, "inference", T0 + 1000 * step + 500),
         "policy_version": 0,
         "request_event_id": f"{EP}:{step}:infer",
         "raw_text": "reply",
@@ -65,14 +60,7 @@ def inference(step: int, action: dict | None = CLICK, **fields) -> dict:
 
 
 def started() -> dict:
-    return {
-        "event_id": f"{EP}:started",
-        "episode_id": EP,
-        "step": 0,
-        "ts": T0,
-        "kind": "started",
-        "task_id": TASK["task_id"],
-    }
+    return started_record(EP, TASK["task_id"], T0)
 
 
 def at_step(steps: int) -> dict:

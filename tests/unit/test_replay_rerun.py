@@ -7,6 +7,7 @@ from PIL import Image, ImageDraw
 
 from analytics.replay import Frame
 from analytics.rerun import PIXEL_TOLERANCE, compare_page, compare_screenshots
+from tests.samples import step_record
 
 W, H = 400, 250
 
@@ -21,21 +22,10 @@ def png(draw=None, size=(W, H)) -> bytes:
 
 
 def frame(screenshot: bytes, url="http://a.webgym.test/", title="A", failure=None) -> Frame:
-    return Frame(
-        event_id="e:1:observation",
-        step=1,
-        ts=0,
-        screenshot=screenshot,
-        screenshot_format="png",
-        width=W,
-        height=H,
-        url=url,
-        title=title,
-        action_error=None,
-        failure=failure,
-        timings_ms={},
-        marks=None,
-    )
+    """The frame of observation ``e:1:observation`` as replay reads it from the log."""
+    shown = {"screenshot": screenshot, "screenshot_format": "png", "width": W, "height": H}
+    page = {"url": url, "title": title, "failure": failure}
+    return Frame.from_record({**step_record("e", 1, "observation", 0), **shown, **page})
 
 
 def test_equal_bytes_are_identical():

@@ -10,6 +10,7 @@ from urllib.parse import urljoin
 import pytest
 
 from infra.settings import Settings
+from schemas.inference import backend_error, parse_error
 from schemas.prompt.reply import format_reply
 from schemas.purpose import is_eval
 from schemas.serde import default_catalog
@@ -17,16 +18,11 @@ from sites import generate_sites
 from sites.tasks import generate_tasks
 from sites.verifier import JUDGE_NAME, JUDGE_VERSION
 from streams.assembler import assemble
-from streams.filters import (
-    SCORE_FIELDS,
-    detect_block,
-    is_success,
-    reaches_learner,
-    trainable_steps,
-)
+from streams.filters import SCORE_FIELDS, detect_block, is_success, reaches_learner, trainable_steps
 from streams.judges import Score
 from streams.judging import Judging, PracticeWebJudge, scored_event
 from streams.orchestrator import Rules, on_inference, on_observation, on_started
+from tests.samples import started_record, step_record
 
 TASKS = generate_tasks(generate_sites(count=3))
 MEDIUM = next(t for t in TASKS if t["difficulty"] == "medium")
@@ -48,15 +44,7 @@ def play(
     ``pages[0]`` is shown after navigating, the next page after every action that runs;
     ``replies`` are the policy's actions in order (None: an unparseable reply).
     """
-    started = {
-        "event_id": f"{EP}:started",
-        "episode_id": EP,
-        "step": 0,
-        "ts": T0,
-        "kind": "started",
-        "task_id": task["task_id"],
-        **marks,
-    }
+    started = started_record(EP, task["task_id"], T0, **marks)
     state = on_started(None, started, task, RULES, T0).state
     pages = iter(pages)
     state = show(state, next(pages))
@@ -86,10 +74,7 @@ def show(state: dict[str, Any], shown: dict[str, Any]) -> dict[str, Any]:
     """The browser's observation of the step the orchestrator waits for."""
     step = state["step"]
     observation = {
-        "event_id": f"{EP}:{step}:observation",
-        "episode_id": EP,
-        "step": step,
-        "ts": T0 + step,
+        **step_record(EP, step, "observation", T0 + step),
         "width": 1280,
         "height": 768,
         **shown,
@@ -343,9 +328,31 @@ def test_an_eval_success_never_reaches_the_learner_whatever_its_reward():
 def test_old_trajectories_decode_as_train():
     catalog = default_catalog()
     record = {k: v for k, v in solved(TASKS[1]).items() if k not in ("purpose", "phase")}
+    # Steps before v7 had no backend_error.
+    record["steps"] = [
+        {k: v for k, v in step.items() if k != "backend_error"} for step in record["steps"]
+    ]
     for event_type, version in (("scored_trajectory", 5), ("trajectory", 5)):
         if event_type == "trajectory":
             record = {k: v for k, v in record.items() if k not in SCORE_FIELDS}
         old = catalog.decode(catalog.encode(event_type, record, version=version)).record
         assert (old["purpose"], old["phase"]) == ("train", None)
         assert not is_eval(old)
+
+
+def test_a_trajectory_step_carries_its_backend_error_and_old_ones_read_it_from_the_prefix():
+    catalog = default_catalog()
+    assert catalog.latest("trajectory").version == catalog.latest("scored_trajectory").version == 7
+    event = solved(TASKS[1])
+    step = {**event["steps"][0], "action": None, "backend_error": "no answer within 1 s"}
+    record = {**event, "steps": [step]}
+    decoded = catalog.decode(catalog.encode("scored_trajectory", record)).record["steps"][0]
+    assert (decoded["parse_error"], backend_error(decoded)) == (None, "no answer within 1 s")
+    legacy = {k: v for k, v in step.items() if k != "backend_error"}
+    legacy["parse_error"] = "backend error: no answer within 1 s"
+    old = catalog.decode(
+        catalog.encode("scored_trajectory", {**record, "steps": [legacy]}, version=6)
+    ).record["steps"][0]
+    assert old["backend_error"] is None  # the field did not exist: the prefix still says it
+    assert (parse_error(old), backend_error(old)) == (None, "no answer within 1 s")
+

@@ -1,54 +1,12 @@
 """The latency-model policy: scripted actions that take as long as a VLM's inference.
 
-For the rollout benchmark (issue 9). Every reply is cheap to compute but is held for the time
-:func:`agents.policy.workload.inference_latency_s` draws for (episode id, step), and each episode
-answers at the step :func:`agents.policy.workload.episode_length` draws for (episode id, its
-task's difficulty). The difficulty is the task record's ``difficulty``, or, for a task the backend
-was not given, the suffix of its id (practice-web ids end ``-easy|-medium|-hard``); a task with
-neither is refused with an error. ``Generation.latency_ms`` is always the drawn latency of that
-request, so a run's inference events can be checked against the workload.
-
-Actions. At step k below the episode's length L the policy opens the task's solution pages one
-per step (``extra_json.solution_urls``, a real page load on the task's own site, like a click on
-a link), then alternates scrolling down and up by 500 px (a real input event and a fresh
-screenshot, never leaving the page). At step L it answers the task's ``definite_answer`` (any
-text for an unknown task). Replies always parse and depend only on (task, episode id, step), so
-both modes of the benchmark make the browsers do the same work.
-
-Cancellable: ``generate(requests, cancelled=event)`` returns as soon as ``event`` is set, with
-replies its caller drops (the policy worker sets it at its inference timeout), so a timed-out
-call frees its thread at once. In synchronous mode only the final wait is cut short; the wait
-for the batch's members is bounded by ``sync_timeout_s``.
-
-Asynchronous mode (``sync_batch=0``, the default): each request sleeps its own draw; requests of
-one ``generate`` call run in parallel threads, so a call with several requests returns when its
-slowest is done. A policy worker must therefore use batches of one and enough concurrency for
-every episode in flight (``webgym worker policy --backend latency-model`` does: batch size 1,
-concurrency 64), or a slow draw would delay the replies of other episodes.
-
-Synchronous mode (``sync_batch=N``): lock-step batches of N episodes, as a synchronous rollout
-with a batched model would run them.
-
-- The batch of an episode is its run id (``<run_id>-<n:06d>`` without ``-<n>``); the benchmark
-  gives each synchronous batch its own run id and N episodes.
-- The batch's members are the episodes that have asked anything; membership closes when N are
-  known. An episode with length L is *live* at steps 1..L.
-- A request for (batch, step k) is held until membership is closed and every live member has
-  asked for step k (at step 1 that is all N). At that moment ``t`` the step is released: every
-  request of (batch, k), held or still to come, is answered at ``t + max(draws of the members
-  that asked for step k)``. An episode that answered (k > L) is never waited for. Each reply's
-  ``latency_ms`` is still its own draw; the barrier's wait shows in the event timestamps.
-- A request waits at most ``sync_timeout_s`` from its arrival. Then the step is released with the
-  members that did ask; the members that did not (an aborted episode) are dropped from the batch
-  and, like any episode arriving after membership closed, are served alone, unsynchronised,
-  afterwards. Each such release is logged as a warning.
-- A re-delivered request of a released step is answered at the release time (at once if it has
-  passed). Batches never wait for each other.
-
-The barrier lives in this process: in synchronous mode one policy worker must serve every
-episode of a batch (run one policy worker), with concurrency of at least N per batch in flight,
-since every held request occupies one of the worker's serving threads. The barrier's state
-(a few numbers per episode and step) is kept for the life of the process.
+For the rollout benchmark (issue 9). Consumes chat requests; produces replies that always parse
+and depend only on (task, episode id, step), each held for the latency
+:func:`agents.policy.workload.inference_latency_s` draws for (episode id, step);
+``Generation.latency_ms`` is always that request's drawn latency, so a run's inference events can
+be checked against the workload. A task with no known difficulty is refused with an error.
+Cancellable: ``generate(requests, cancelled=event)`` returns as soon as ``event`` is set.
+Asynchronous (``sync_batch=0``, the default) or lock-step batches (:class:`LockStep`).
 """
 
 from __future__ import annotations
@@ -81,9 +39,34 @@ def batch_of(episode_id: str) -> str:
 
 
 class LatencyModelBackend:
+    """Scripted replies held for a drawn latency.
+
+    Each episode answers at the step :func:`agents.policy.workload.episode_length` draws for
+    (episode id, its task's difficulty) (:meth:`length`, :meth:`_difficulty`).
+
+    Actions (:meth:`_reply`): at step k below the episode's length L the policy opens the task's
+    solution pages one per step (``extra_json.solution_urls``, a real page load on the task's own
+    site, like a click on a link), then alternates scrolling down and up by 500 px (a real input
+    event and a fresh screenshot, never leaving the page). At step L it answers the task's
+    ``definite_answer`` (any text for an unknown task). Replies always parse and depend only on
+    (task, episode id, step), so both modes of the benchmark make the browsers do the same work.
+
+    Cancellable: ``generate(requests, cancelled=event)`` returns as soon as ``event`` is set,
+    with replies its caller drops (the policy worker sets it at its inference timeout), so a
+    timed-out call frees its thread at once. In synchronous mode only the final wait is cut
+    short; the wait for the batch's members is bounded by ``sync_timeout_s``.
+
+    Asynchronous mode (``sync_batch=0``, the default): each request sleeps its own draw; requests
+    of one ``generate`` call run in parallel threads, so a call with several requests returns
+    when its slowest is done. A policy worker must therefore use batches of one and enough
+    concurrency for every episode in flight (``webgym worker policy --backend latency-model``
+    does: batch size 1, concurrency 64), or a slow draw would delay the replies of other
+    episodes. Synchronous mode (``sync_batch=N``): see :class:`LockStep`.
+    """
+
     model = "latency-model"
     uses_weights = False  # scripted replies: no policy version produced them
-    cancellable = True  # generate(requests, cancelled=event): see the module docstring
+    cancellable = True  # generate(requests, cancelled=event): see the class docstring
 
     def __init__(
         self,
@@ -116,6 +99,9 @@ class LatencyModelBackend:
         return episode_length(self.spec, episode_id, self._difficulty(task_id))
 
     def _difficulty(self, task_id: str) -> str:
+        """The task record's ``difficulty``, or, for a task the backend was not given, the suffix
+        of its id (practice-web ids end ``-easy|-medium|-hard``); a task with neither is refused
+        with an error."""
         task = self._tasks.get(task_id)
         if task is not None and task.get("difficulty"):
             return task["difficulty"]
@@ -173,7 +159,31 @@ class _Batch:
 
 
 class LockStep:
-    """The synchronous mode's barrier; see the module docstring for its exact semantics."""
+    """The synchronous mode's barrier (``sync_batch=N``): lock-step batches of N episodes, as a
+    synchronous rollout with a batched model would run them.
+
+    - The batch of an episode is its run id (``<run_id>-<n:06d>`` without ``-<n>``); the
+      benchmark gives each synchronous batch its own run id and N episodes.
+    - The batch's members are the episodes that have asked anything; membership closes when N
+      are known. An episode with length L is *live* at steps 1..L.
+    - A request for (batch, step k) is held until membership is closed and every live member has
+      asked for step k (at step 1 that is all N). At that moment ``t`` the step is released:
+      every request of (batch, k), held or still to come, is answered at ``t + max(draws of the
+      members that asked for step k)``. An episode that answered (k > L) is never waited for.
+      Each reply's ``latency_ms`` is still its own draw; the barrier's wait shows in the event
+      timestamps.
+    - A request waits at most ``sync_timeout_s`` from its arrival. Then the step is released with
+      the members that did ask; the members that did not (an aborted episode) are dropped from
+      the batch and, like any episode arriving after membership closed, are served alone,
+      unsynchronised, afterwards. Each such release is logged as a warning.
+    - A re-delivered request of a released step is answered at the release time (at once if it
+      has passed). Batches never wait for each other.
+
+    The barrier lives in this process: in synchronous mode one policy worker must serve every
+    episode of a batch (run one policy worker), with concurrency of at least N per batch in
+    flight, since every held request occupies one of the worker's serving threads. The barrier's
+    state (a few numbers per episode and step) is kept for the life of the process.
+    """
 
     def __init__(self, size: int, timeout_s: float = DEFAULT_SYNC_TIMEOUT_S):
         if size < 1:

@@ -5,16 +5,9 @@ Guarantees:
 - `generate` returns one `Generation` per request, in request order.
 - Greedy (temperature 0) is deterministic: the same requests give the same tokens.
 - Sampling (temperature > 0, optionally top-p) is reproducible: call number n of a backend built
-  with `seed` draws from `seed + n`, without touching the caller's global torch RNG. No top-k:
-  a checkpoint's own sampling defaults are switched off, so `temperature` and `top_p` alone say
-  how tokens were drawn (every `Generation` carries them).
-- `logprobs[i]` is the log-probability of `token_ids[i]` under the model's unmodified
-  distribution (temperature 1, no top-k/top-p), whatever temperature and top-p drew it, as vLLM
-  reports raw log-probabilities.
+  with `seed` draws from `seed + n`, without touching the caller's global torch RNG.
 - Thread-safe: calls are serialised by a lock, so `asyncio.to_thread(backend.generate, ...)`
   from several tasks is fine.
-- A LoRA adapter (a directory with `adapter_config.json`, as the learner publishes) is applied to
-  the checkpoint and merged into it, so it generates at the base model's speed.
 """
 
 from __future__ import annotations
@@ -34,7 +27,11 @@ from agents.policy.backends import ChatRequest, Generation, Sampling
 
 
 class LocalBackend:
-    """Loads a processor and model from `checkpoint` and generates replies in batches."""
+    """Loads a processor and model from `checkpoint` and generates replies in batches.
+
+    A LoRA adapter (a directory with `adapter_config.json`, as the learner publishes) is applied
+    to the checkpoint and merged into it, so it generates at the base model's speed.
+    """
 
     uses_weights = True
 
@@ -82,7 +79,14 @@ class LocalBackend:
         return other
 
     def generate(self, requests: list[ChatRequest]) -> list[Generation]:
-        """Generate one reply per request (one padded batch); see the module guarantees."""
+        """Generate one reply per request (one padded batch); see the module guarantees.
+
+        No top-k: a checkpoint's own sampling defaults are switched off, so `temperature` and
+        `top_p` alone say how tokens were drawn (every `Generation` carries them).
+        `logprobs[i]` is the log-probability of `token_ids[i]` under the model's unmodified
+        distribution (temperature 1, no top-k/top-p), whatever temperature and top-p drew it, as
+        vLLM reports raw log-probabilities.
+        """
         if not requests:
             return []
         with self._lock:

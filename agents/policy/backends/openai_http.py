@@ -1,23 +1,11 @@
 """OpenAI-compatible chat completions (vLLM's server, `transformers serve`, hosted providers).
 
-Images travel as base64 data URLs. Requests of a batch run concurrently (the server batches
-them). Token ids are not part of the OpenAI API and stay empty; log-probabilities are returned
-when the server provides them (vLLM's are of the unmodified distribution). Every request carries
-the backend's temperature and top-p (greedy by default), and every reply records them.
 Requests go through :class:`infra.openai_client.ChatClient`: its API-key rule and its one retry
 policy (transient failures retried up to 3 attempts with capped backoff; a refused request or
-exhausted attempts raise, and the worker answers the batch with an error). The reply text is
-kept as the model wrote it, reasoning included: it is what the log-probabilities score.
-
-Policy versions on a vLLM server (`vllm serve --enable-lora` with
-`VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`): :class:`LoraAdapters` loads a published LoRA version
-through the server's `POST /v1/load_lora_adapter` under a name that is the same in every process
-(:attr:`infra.weights.FetchedVersion.adapter_name`), and :meth:`OpenAIBackend.serving` gives the
-backend that names it as the `model` of its requests. Loading is idempotent: an adapter the
-server already holds under that name (another worker, or this one before a restart) counts as
-loaded. The server reads the adapter from the path this worker fetched it to, so it must see this
-worker's cache directory (same host, or a shared volume). Adapters are never unloaded: other
-workers of the same server may still serve an older version.
+exhausted attempts raise, and the worker answers the batch with an error). Every request carries
+the backend's temperature and top-p (greedy by default), and every reply records them. Policy
+versions on a vLLM server: :class:`LoraAdapters` (loading is idempotent; adapters are never
+unloaded).
 """
 
 from __future__ import annotations
@@ -48,6 +36,15 @@ def to_openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 class OpenAIBackend:
+    """Chat completions on an OpenAI-compatible server.
+
+    Images travel as base64 data URLs. Requests of a batch run concurrently (the server batches
+    them). Token ids are not part of the OpenAI API and stay empty; log-probabilities are
+    returned when the server provides them (vLLM's are of the unmodified distribution). The
+    reply text is kept as the model wrote it, reasoning included: it is what the
+    log-probabilities score.
+    """
+
     uses_weights = True  # the server's weights: the base model, or the adapter it names
 
     def __init__(
@@ -109,7 +106,18 @@ class AdapterLoadError(RuntimeError):
 
 
 class LoraAdapters:
-    """Loads published LoRA versions into a vLLM OpenAI-compatible server at run time."""
+    """Loads published LoRA versions into a vLLM OpenAI-compatible server at run time.
+
+    The server runs `vllm serve --enable-lora` with `VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`. A
+    published LoRA version is loaded through the server's `POST /v1/load_lora_adapter` under a
+    name that is the same in every process (:attr:`infra.weights.FetchedVersion.adapter_name`),
+    and :meth:`OpenAIBackend.serving` gives the backend that names it as the `model` of its
+    requests. Loading is idempotent: an adapter the server already holds under that name
+    (another worker, or this one before a restart) counts as loaded. The server reads the
+    adapter from the path this worker fetched it to, so it must see this worker's cache
+    directory (same host, or a shared volume). Adapters are never unloaded: other workers of the
+    same server may still serve an older version.
+    """
 
     def __init__(self, base_url: str, api_key: str | None = None, timeout_s: float = 120.0):
         # vLLM serves its adapter endpoints beside /v1/chat/completions.

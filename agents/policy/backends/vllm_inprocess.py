@@ -4,20 +4,9 @@ One engine per worker (:class:`VLLMEngine`); a batch of requests goes to `LLM.ch
 (vLLM batches it continuously). Images travel as data URLs, as with the HTTP backend. Token ids
 and the log-probability of each generated token come back with every reply (vLLM reports raw
 log-probabilities, before temperature and top-p, by default). Replies are drawn with the
-backend's temperature and top-p (greedy by default) and record them.
-
-New policy versions (:meth:`VLLMBackend.with_weights`, any number of times, in any order, on any
-backend of the worker): a LoRA adapter directory (with `adapter_config.json`) is served by the
-engine holding the base model through a `LoRARequest`, whose name and integer id are derived
-from the fetched version (:func:`infra.weights.fetched_version`), so they are the same in every
-process; full weights replace the engine's model. Guarantees of a replacement:
-
-- at most one engine is alive: the old one is shut down and released (with its GPU memory)
-  before the new one is built;
-- if the new one cannot be built, the old model is loaded again before the error is raised, so
-  the worker goes on serving the last good version;
-- a backend whose engine model was replaced refuses to generate rather than answer with another
-  model's weights. The worker swaps versions only while no backend call runs.
+backend's temperature and top-p (greedy by default) and record them. New policy versions
+(:meth:`VLLMBackend.with_weights`): at most one engine is alive, a failed replacement leaves the
+last good version serving, and a backend whose engine model was replaced refuses to generate.
 """
 
 from __future__ import annotations
@@ -173,7 +162,20 @@ class VLLMBackend:
 
     def with_weights(self, weights: Path | None) -> VLLMBackend:
         """The backend serving a published version (None: the base model), on this worker's
-        engine; any backend of the worker may be asked, any number of times."""
+        engine; any backend of the worker may be asked, any number of times, in any order.
+
+        A LoRA adapter directory (with `adapter_config.json`) is served by the engine holding the
+        base model through a `LoRARequest`, whose name and integer id are derived from the
+        fetched version (:func:`infra.weights.fetched_version`), so they are the same in every
+        process; full weights replace the engine's model. Guarantees of a replacement:
+
+        - at most one engine is alive: the old one is shut down and released (with its GPU
+          memory) before the new one is built;
+        - if the new one cannot be built, the old model is loaded again before the error is
+          raised, so the worker goes on serving the last good version;
+        - a backend whose engine model was replaced refuses to generate rather than answer with
+          another model's weights. The worker swaps versions only while no backend call runs.
+        """
         base = self._engine.base_model
         if weights is None:
             self._engine.load(base)
