@@ -187,7 +187,6 @@ def worker_policy(
     settings = load_settings()
     if infer_timeout is not None and infer_timeout <= 0:
         raise SettingsError(f"--infer-timeout must be more than 0 seconds, got {infer_timeout:g}")
-    require_partition_counts(settings)  # per-episode state is held by partition
     options = BackendOptions(
         backend=backend,
         model=model,
@@ -211,6 +210,7 @@ def worker_policy(
         factory = backend_factory(options)
     except ValueError as exc:
         raise SettingsError(str(exc)) from exc
+    require_partition_counts(settings)  # per-episode state is held by partition; after the options
     config = PolicyWorkerConfig(
         backend_name=backend,
         policy_name=policy_name,

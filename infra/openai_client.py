@@ -8,9 +8,9 @@ transient failures and bad replies retried, and every retry logged as a warning
 (:class:`RetryPolicy`); configuration errors raised as they are; otherwise
 :class:`NoValidReply`, whose reason names the last failure. Usage::
 
-    from infra.openai_client import ChatClient, json_reply
+    from infra.openai_client import ChatClient, ChatEndpoint, json_reply
 
-    llm = ChatClient("http://127.0.0.1:8000/v1", "Qwen/Qwen3-8B")
+    llm = ChatClient(ChatEndpoint("http://127.0.0.1:8000/v1", "Qwen/Qwen3-8B"))
     value = llm.ask(messages, validate=lambda text: json_reply(text, {"answer"}))
 """
 
@@ -239,8 +239,39 @@ class _Call:
         self.conversation = list(self.messages)
 
 
+@dataclass(frozen=True)
+class ChatEndpoint:
+    """Where the model is and how hard to try: one value shared by the policy backend, the judge,
+    the task-set tools and their tests. Refuses a bad value when built, not at the first request.
+    ``api_key``: see :func:`resolve_api_key`."""
+
+    base_url: str
+    model: str
+    api_key: str | None = None
+    max_tokens: int = 512
+    timeout_s: float = 120.0
+    temperature: float = 0.0
+    max_attempts: int = 3
+    backoff_s: float = 0.5
+
+    def __post_init__(self) -> None:
+        if not self.base_url:
+            raise ValueError("base_url is empty: give the server's /v1 URL (--llm-base-url)")
+        if not self.model:
+            raise ValueError("model is empty: give the served model's name (--llm-model)")
+        if self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be at least 1, got {self.max_tokens}")
+        if self.timeout_s <= 0:
+            raise ValueError(f"timeout_s must be positive, got {self.timeout_s}")
+        _ = self.retry  # refuses a bad max_attempts or backoff_s
+
+    @property
+    def retry(self) -> RetryPolicy:
+        return RetryPolicy(max_attempts=self.max_attempts, backoff_s=self.backoff_s)
+
+
 class _Chat:
-    """What both clients share: settings, the request, the checks of a reply and the retry
+    """What both clients share: the endpoint, the request, the checks of a reply and the retry
     decisions. ``client`` replaces the SDK client (tests); ``sleep`` the pause between attempts.
     """
 
@@ -249,34 +280,22 @@ class _Chat:
 
     def __init__(
         self,
-        base_url: str,
-        model: str,
-        *,
-        api_key: str | None = None,
-        timeout_s: float = 120.0,
-        max_tokens: int = 512,
-        temperature: float = 0.0,
-        retry: RetryPolicy | None = None,
+        endpoint: ChatEndpoint,
         client: Any = None,
+        *,
         sleep: Callable[[float], Any] | None = None,
     ):
-        if max_tokens < 1:
-            raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
-        if timeout_s <= 0:
-            raise ValueError(f"timeout_s must be positive, got {timeout_s}")
-        self.base_url = base_url
-        self.model = model
-        self.max_tokens = max_tokens
-        self.temperature = temperature
-        self.retry = retry or RetryPolicy()
+        self.endpoint = endpoint
+        self.model = endpoint.model
+        self.retry = endpoint.retry
         # Model requests sent so far (every attempt counts).
         self.calls = 0
         # max_retries=0: the client retries itself, so that bad replies and API errors count
         # alike against max_attempts and every retry is logged.
         self._client = client or self._sdk(
-            base_url=base_url,
-            api_key=resolve_api_key(api_key),
-            timeout=timeout_s,
+            base_url=endpoint.base_url,
+            api_key=resolve_api_key(endpoint.api_key),
+            timeout=endpoint.timeout_s,
             max_retries=0,
         )
         self._sleep = sleep or type(self)._default_sleep
@@ -291,8 +310,8 @@ class _Chat:
         self.calls += 1
         return {
             "model": self.model,
-            "max_tokens": self.max_tokens,
-            "temperature": self.temperature,
+            "max_tokens": self.endpoint.max_tokens,
+            "temperature": self.endpoint.temperature,
             **call.params,
             "messages": call.conversation,
         }

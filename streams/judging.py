@@ -17,7 +17,10 @@ import logging
 from typing import Any
 
 from infra.log_reader import EventUnavailable, OffsetFetcher
-from infra.openai_client import CONFIGURATION_ERRORS  # the endpoint refuses us, not the trajectory
+from infra.openai_client import (
+    CONFIGURATION_ERRORS,  # the endpoint refuses us, not the trajectory
+    ChatEndpoint,
+)
 from infra.settings import Settings
 from schemas.event_ids import episode_event_id
 from sites.verifier import JUDGE_NAME, JUDGE_VERSION, SiteCatalogues, verify
@@ -28,7 +31,6 @@ from tasks.miniwob import JUDGE_VERSION as MINIWOB_JUDGE_VERSION
 from tasks.miniwob import page_reward
 
 log = logging.getLogger(__name__)
-
 
 
 class PracticeWebJudge:
@@ -103,12 +105,13 @@ class Judging:
         self.llm: Judge | None = None
         if settings.judge_base_url and settings.judge_model:
             key = settings.judge_api_key.get_secret_value() if settings.judge_api_key else None
-            self.llm = LLMRubricJudge(
+            endpoint = ChatEndpoint(
                 settings.judge_base_url,
                 settings.judge_model,
                 api_key=key,
                 max_tokens=settings.judge_max_tokens,
             )
+            self.llm = LLMRubricJudge(endpoint)
         self._reader = reader
         self._settings = settings
 

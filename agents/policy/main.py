@@ -113,10 +113,12 @@ def backend_factory(options: BackendOptions) -> BackendFactory:
     if backend == "openai":
         # openai: a second or more to import, for this backend only
         from agents.policy.backends.openai_http import LoraAdapters, OpenAIBackend
+        from infra.openai_client import ChatEndpoint  # the same import
 
         if not base_url:
             raise ValueError("--backend openai needs --base-url (e.g. http://127.0.0.1:8000/v1)")
-        base = OpenAIBackend(base_url, model, max_tokens=max_new_tokens, **sampling)
+        endpoint = ChatEndpoint(base_url, model, max_tokens=max_new_tokens)
+        base = OpenAIBackend(endpoint, Sampling(**sampling))
         adapters = LoraAdapters(base_url)
 
         def remote(weights: Path | None) -> OpenAIBackend:

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from infra.openai_client import (
     AsyncChatClient,
+    ChatEndpoint,
     NoValidReply,
     ReplyError,
-    RetryPolicy,
     image_part,
     json_fields,
     json_reply,
@@ -338,35 +338,20 @@ class LLMRubricJudge:
 
     def __init__(
         self,
-        base_url: str,
-        model: str,
-        api_key: str | None = None,
-        max_attempts: int = 3,
-        timeout_s: float = 120,
-        max_tokens: int = 1024,
+        endpoint: ChatEndpoint,
         screenshots_k: int = 3,
         prompt_version: str = "rubric-v2",
         *,
-        backoff_s: float = 0.5,
         client: Any = None,
     ):
-        """``api_key``: see :func:`infra.openai_client.resolve_api_key` (None: the environment's
-        ``OPENAI_API_KEY``, else none). ``client``: an (async) SDK client to use instead."""
+        """Asks ``endpoint`` at temperature 0, whatever the endpoint's own. ``client``: an
+        (async) SDK client to use instead."""
         if screenshots_k < 0:
             raise ValueError(f"screenshots_k must be 0 or more, got {screenshots_k}")
-        self.name = f"llm:{model}"
+        self.name = f"llm:{endpoint.model}"
         self.version = prompt_version
         self.screenshots_k = screenshots_k
-        self.llm = AsyncChatClient(
-            base_url,
-            model,
-            api_key=api_key,
-            timeout_s=timeout_s,
-            max_tokens=max_tokens,
-            temperature=0.0,
-            retry=RetryPolicy(max_attempts=max_attempts, backoff_s=backoff_s),
-            client=client,
-        )
+        self.llm = AsyncChatClient(replace(endpoint, temperature=0.0), client)
 
     @property
     def calls(self) -> int:

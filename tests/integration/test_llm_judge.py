@@ -9,6 +9,7 @@ import io
 
 from PIL import Image
 
+from infra.openai_client import ChatEndpoint
 from streams.judges.llm import LLMRubricJudge
 from tests.integration.model_servers import (  # noqa: F401
     openai_server_fixture,
@@ -24,7 +25,8 @@ def _jpeg() -> bytes:
 
 
 def test_a_random_model_reply_is_a_judge_error_never_a_success(tiny_model, openai_server):
-    judge = LLMRubricJudge(openai_server, str(tiny_model), max_tokens=16, max_attempts=2)
+    endpoint = ChatEndpoint(openai_server, str(tiny_model), max_tokens=16, max_attempts=2)
+    judge = LLMRubricJudge(endpoint)
     task = sample("task")
     trajectory = sample("trajectory")
     assert trajectory["final_answer"]  # so the model is asked

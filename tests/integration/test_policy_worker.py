@@ -16,6 +16,7 @@ from agents.policy.tiny_model import build_tiny_vl_model
 from agents.policy.worker import PolicyWorker, PolicyWorkerConfig
 from bench.fleet import ask
 from infra.minio_store import build_minio, put_bytes
+from infra.openai_client import ChatEndpoint
 from infra.weights import publish_weights, version_prefix
 from sites import generate_sites
 from sites.tasks import generate_tasks
@@ -125,7 +126,7 @@ def test_a_new_version_is_served_and_a_bad_checksum_refused(
 def test_openai_compatible_backend_serves_requests_from_kafka(
     settings, producer, make_consumer, tiny_model, openai_server
 ):
-    backend = OpenAIBackend(openai_server, str(tiny_model), max_tokens=8)
+    backend = OpenAIBackend(ChatEndpoint(openai_server, str(tiny_model), max_tokens=8))
     episodes = [f"oai-{uuid.uuid4().hex[:8]}" for _ in range(2)]
     with running(_worker(settings, lambda weights: backend, "openai")):
         for episode in episodes:

@@ -9,6 +9,7 @@ from typing import Any
 
 import openai
 
+from infra.openai_client import resolve_api_key
 from tasks.decompose import decompose
 from tasks.llm_client import LLMClient, LLMConfig
 from tasks.rubrics import generate_rubrics
@@ -40,7 +41,7 @@ class RecordingOpenAI:
 
 def _llm(server: str, model: str) -> tuple[LLMClient, RecordingOpenAI]:
     config = LLMConfig(server, model, max_tokens=16, max_attempts=2, timeout_s=60)
-    recording = RecordingOpenAI(openai.OpenAI(base_url=server, api_key=config.api_key))
+    recording = RecordingOpenAI(openai.OpenAI(base_url=server, api_key=resolve_api_key(config.api_key)))
     return LLMClient(config, recording), recording
 
 

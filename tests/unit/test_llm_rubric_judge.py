@@ -18,6 +18,7 @@ import pytest
 from openai.types.chat import ChatCompletion
 from PIL import Image
 
+from infra.openai_client import ChatEndpoint
 from streams.judges import Judge
 from streams.judges.llm import (
     ANSWER_SUPPORTED_GROUP,
@@ -234,9 +235,12 @@ class FakeClient:
 
 
 def judge(script: list[ChatCompletion | Exception], **options: Any) -> LLMRubricJudge:
-    options = {"backoff_s": 0, **options}
-    client = FakeClient(script)
-    return LLMRubricJudge("http://judge.invalid/v1", "judge-model", client=client, **options)
+    """A judge over a :class:`FakeClient`; ``options`` are the endpoint's and the judge's."""
+    own = {
+        name: options.pop(name) for name in ("screenshots_k", "prompt_version") if name in options
+    }
+    endpoint = ChatEndpoint("http://judge.invalid/v1", "judge-model", **{"backoff_s": 0, **options})
+    return LLMRubricJudge(endpoint, client=FakeClient(script), **own)
 
 
 def run(coro):
@@ -382,7 +386,9 @@ def test_empty_and_truncated_replies_never_give_reward_one(name):
 
 
 def test_a_reply_cut_at_max_tokens_is_rejected_even_if_it_parses():
-    made = judge([completion(reply("all_satisfied.json"), "length")], max_attempts=1)
+    made = judge(
+        [completion(reply("all_satisfied.json"), "length")], max_attempts=1, max_tokens=1024
+    )
     score = run(made.score(TASK, TRAJECTORY, []))
     assert score.reward == 0.0
     assert "reply cut at max_tokens=1024 (finish_reason 'length')" in score.judge_error
@@ -473,7 +479,7 @@ def test_slow_judgements_run_concurrently():
             return completion(reply("all_satisfied.json"))
 
     client = SlowClient([])
-    made = LLMRubricJudge("http://judge.invalid/v1", "judge-model", client=client)
+    made = LLMRubricJudge(ChatEndpoint("http://judge.invalid/v1", "judge-model"), client=client)
 
     async def many():
         return await asyncio.gather(*(made.score(TASK, TRAJECTORY, []) for _ in range(5)))
@@ -484,6 +490,6 @@ def test_slow_judgements_run_concurrently():
 
 def test_conflicting_options_are_refused():
     with pytest.raises(ValueError, match="max_attempts must be at least 1"):
-        LLMRubricJudge("http://judge.invalid/v1", "m", max_attempts=0)
+        LLMRubricJudge(ChatEndpoint("http://judge.invalid/v1", "m", max_attempts=0))
     with pytest.raises(ValueError, match="screenshots_k must be 0 or more"):
-        LLMRubricJudge("http://judge.invalid/v1", "m", screenshots_k=-1)
+        LLMRubricJudge(ChatEndpoint("http://judge.invalid/v1", "m"), screenshots_k=-1)

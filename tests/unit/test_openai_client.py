@@ -18,6 +18,7 @@ from infra.openai_client import (
     PLACEHOLDER_API_KEY,
     AsyncChatClient,
     ChatClient,
+    ChatEndpoint,
     NoValidReply,
     ReplyError,
     RetryPolicy,
@@ -115,10 +116,10 @@ def error(status: int) -> tuple[int, dict[str, Any]]:
 
 def client(server: ChatServer, pauses: list[float] | None = None, **options: Any) -> ChatClient:
     sleep = pauses.append if pauses is not None else (lambda seconds: None)
-    return ChatClient(server.url, "m", timeout_s=10, sleep=sleep, **options)
+    return ChatClient(ChatEndpoint(server.url, "m", timeout_s=10, **options), sleep=sleep)
 
 
-MESSAGES = [{"role": "user", "content": "Reply with {\"answer\": ...}."}]
+MESSAGES = [{"role": "user", "content": 'Reply with {"answer": ...}.'}]
 
 
 def answer(text: str) -> str:
@@ -156,7 +157,7 @@ def test_the_environments_key_reaches_the_server(serve, monkeypatch):
 def test_a_keyless_local_server_gets_the_placeholder(serve, no_env_key):
     server = serve(ok("{}"))
     client(server).complete(MESSAGES)
-    asyncio.run(AsyncChatClient(server.url, "m").complete(MESSAGES))
+    asyncio.run(AsyncChatClient(ChatEndpoint(server.url, "m")).complete(MESSAGES))
     assert server.keys == [f"Bearer {PLACEHOLDER_API_KEY}"] * 2
 
 
@@ -201,7 +202,7 @@ def test_ask_validates_the_reply_without_its_reasoning(serve, no_env_key):
 def test_transient_statuses_are_retried_after_a_backoff(serve, no_env_key, status):
     server = serve(error(status), ok('{"answer": 4}'))
     pauses: list[float] = []
-    llm = client(server, pauses, retry=RetryPolicy(backoff_s=0.25))
+    llm = client(server, pauses, backoff_s=0.25)
     assert llm.ask(MESSAGES, answer) == 4
     assert (llm.calls, len(server.requests), pauses) == (2, 2, [0.25])
     assert server.requests[0]["messages"] == server.requests[1]["messages"]
@@ -210,7 +211,7 @@ def test_transient_statuses_are_retried_after_a_backoff(serve, no_env_key, statu
 def test_the_backoff_doubles_and_is_capped(serve, no_env_key):
     server = serve(error(503))
     pauses: list[float] = []
-    llm = client(server, pauses, retry=RetryPolicy(max_attempts=7, backoff_s=0.5))
+    llm = client(server, pauses, max_attempts=7, backoff_s=0.5)
     with pytest.raises(NoValidReply) as caught:
         llm.complete(MESSAGES)
     assert pauses == [0.5, 1.0, 2.0, 4.0, 8.0, 8.0]
@@ -226,7 +227,9 @@ def test_an_unreachable_server_is_retried_then_rejected(no_env_key):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]  # closed again: nothing listens there
     pauses: list[float] = []
-    llm = ChatClient(f"http://127.0.0.1:{port}/v1", "m", timeout_s=5, sleep=pauses.append)
+    llm = ChatClient(
+        ChatEndpoint(f"http://127.0.0.1:{port}/v1", "m", timeout_s=5), sleep=pauses.append
+    )
     with pytest.raises(NoValidReply) as caught:
         llm.complete(MESSAGES)
     assert llm.calls == 3 and pauses == [0.5, 1.0]
@@ -274,7 +277,7 @@ def test_a_bad_reply_is_retried_at_once_showing_the_model_its_reply(serve, no_en
 
 def test_bad_replies_until_the_attempts_run_out(serve, no_env_key):
     server = serve(ok("Four."))
-    llm = client(server, retry=RetryPolicy(max_attempts=2))
+    llm = client(server, max_attempts=2)
     with pytest.raises(NoValidReply) as caught:
         llm.ask(MESSAGES, answer)
     assert llm.calls == 2
@@ -288,7 +291,7 @@ def test_bad_replies_until_the_attempts_run_out(serve, no_env_key):
 def test_a_reply_cut_at_max_tokens_is_a_bad_reply_even_if_it_parses(serve, no_env_key):
     server = serve(ok('{"answer": 4}', finish_reason="length"))
     with pytest.raises(NoValidReply, match=r"reply cut at max_tokens=16 \(finish_reason"):
-        client(server, max_tokens=16, retry=RetryPolicy(max_attempts=1)).ask(MESSAGES, answer)
+        client(server, max_tokens=16, max_attempts=1).ask(MESSAGES, answer)
 
 
 def test_complete_returns_any_reply_with_its_log_probabilities(serve, no_env_key):
@@ -308,7 +311,7 @@ def test_the_async_client_follows_the_same_policy(serve, no_env_key):
     async def sleep(seconds: float) -> None:
         pauses.append(seconds)
 
-    llm = AsyncChatClient(server.url, "m", timeout_s=10, sleep=sleep)
+    llm = AsyncChatClient(ChatEndpoint(server.url, "m", timeout_s=10), sleep=sleep)
     assert asyncio.run(llm.ask(MESSAGES, answer)) == 4
     assert llm.calls == 3 and pauses == [0.5]
     assert server.requests[2]["messages"][1] == {"role": "assistant", "content": "Four."}
@@ -320,4 +323,4 @@ def test_bad_settings_are_refused():
     with pytest.raises(ValueError, match="backoff_s must be 0 or more"):
         RetryPolicy(backoff_s=-1)
     with pytest.raises(ValueError, match="max_tokens must be at least 1"):
-        ChatClient("http://llm.invalid/v1", "m", max_tokens=0)
+        ChatEndpoint("http://llm.invalid/v1", "m", max_tokens=0)

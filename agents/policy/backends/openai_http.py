@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 
 from agents.policy.backends import ChatRequest, Generation, Sampling
-from infra.openai_client import ChatClient, image_part, resolve_api_key
+from infra.openai_client import ChatClient, ChatEndpoint, image_part, resolve_api_key
 from infra.weights import fetched_version
 
 
@@ -48,22 +48,13 @@ class OpenAIBackend:
     uses_weights = True  # the server's weights: the base model, or the adapter it names
 
     def __init__(
-        self,
-        base_url: str,
-        model: str,
-        api_key: str | None = None,
-        max_tokens: int = 512,
-        temperature: float = 0.0,
-        concurrency: int = 8,
-        timeout_s: float = 120.0,
-        top_p: float = 1.0,
+        self, endpoint: ChatEndpoint, sampling: Sampling | None = None, concurrency: int = 8
     ):
-        """``api_key``: see :func:`infra.openai_client.resolve_api_key`."""
-        self.model = model  # what requests ask the server for
-        self.sampling = Sampling(temperature, top_p).effective
-        self._llm = ChatClient(
-            base_url, model, api_key=api_key, timeout_s=timeout_s, max_tokens=max_tokens
-        )
+        """Replies drawn with ``sampling`` (default: greedy); the endpoint's own temperature is
+        not used."""
+        self.model = endpoint.model  # what requests ask the server for
+        self.sampling = (sampling or Sampling()).effective
+        self._llm = ChatClient(endpoint)
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="openai")
 
     def with_sampling(self, sampling: Sampling) -> OpenAIBackend:
