@@ -19,12 +19,13 @@ from typing import Any
 from confluent_kafka import TopicPartition
 
 from analytics.evaluation import VersionTally
-from commands.local_run import RunFollower, send_stop, start_sampling
+from commands.local_run import RunFollower
 from infra.consumer import build_consumer
 from infra.producer import EventProducer, now_ms
 from infra.settings import Settings
 from infra.weights import announced_versions
 from schemas.serde import default_catalog
+from streams.targets import send_stop, start_sampling
 from tasks import miniwob
 from tasks.publish import read_published_tasks
 from tasks.sets import check_known, is_member, set_sizes

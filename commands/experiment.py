@@ -23,20 +23,14 @@ from typing import Any
 from agents.policy.tiny_model import build_tiny_vl_model
 from analytics.evaluation import interval
 from commands.eval_run import EvalOptions, Evaluator
-from commands.local_run import (
-    LocalLoop,
-    RunFailed,
-    RunFollower,
-    RunOptions,
-    send_stop,
-    start_sampling,
-)
+from commands.local_run import LocalLoop, RunFailed, RunFollower, RunOptions
 from infra.minio_store import build_minio
 from infra.producer import now_ms
 from infra.settings import Settings
 from infra.tensorboard import ScalarLog
 from infra.weights import WeightsRejected, announced_versions, read_manifest
 from streams.filters import is_success
+from streams.targets import send_stop, start_sampling
 from tasks import miniwob
 
 PAGES = miniwob.CLICK_AND_TYPE

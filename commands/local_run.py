@@ -37,8 +37,8 @@ from infra.topic_admin import create_topics, require_partition_counts
 from sites import generate_sites
 from sites.server import PracticeWebServer
 from sites.tasks import task_set_name
-from streams import curriculum
 from streams.filters import is_success
+from streams.targets import send_stop, start_sampling
 from tasks import miniwob
 from tasks.practice_web import practice_web_seed, practice_web_tasks
 from tasks.publish import read_published_tasks
@@ -215,48 +215,6 @@ def send_target(
     )
 
 
-def start_sampling(
-    settings: Settings,
-    run_id: str,
-    task_sets: dict[str, float] | str,
-    in_flight: int,
-    max_episodes: int | None = None,
-    *,
-    check: bool = True,
-    **target: Any,
-) -> None:
-    """Tell the sampler to keep ``in_flight`` episodes of run ``run_id`` going, at most
-    ``max_episodes`` in all, drawn only from ``task_sets`` (``{name: weight}`` or
-    ``"NAME[=W],..."``). Other runs sampling on the same stack are left alone; sending it again
-    for the same run changes that run's target. With ``check``, every set must hold tasks on the
-    tasks topic (else :class:`tasks.sets.UnknownTaskSet`, naming the sets that exist). Workers
-    (browser, policy, stream processors) must be running for the episodes to go anywhere.
-
-    ``target`` holds the rest of the run's target, as :func:`streams.curriculum.target_event`
-    takes it (``seed``, ``difficulty_ratios``, ``purpose``, ``pinned_version``, ``phase``):
-    ``purpose="eval"`` marks every episode of the run held out (none reaches the learner, and the
-    policy decodes greedily); ``pinned_version`` has them served by exactly that policy version;
-    ``phase`` labels them (e.g. "warm_start", "on_policy")."""
-    weights = parse_weights(task_sets) if isinstance(task_sets, str) else dict(task_sets)
-    if check:
-        check_known(weights, set_sizes(read_published_tasks(settings)))
-    record = curriculum.target_event(
-        run_id, weights, in_flight, max_episodes, now_ms=now_ms(), **target
-    )
-    _send_curriculum(settings, record)
-
-
-def send_stop(settings: Settings, run_id: str) -> None:
-    """End the run's sampling: no episode of it starts after this (those in flight run on)."""
-    _send_curriculum(settings, curriculum.stop_event(run_id, now_ms=now_ms()))
-
-
-def _send_curriculum(settings: Settings, record: dict[str, Any]) -> None:
-    producer = EventProducer.connect(settings, "webgym-run-target")
-    producer.produce(settings.topic("curriculum"), curriculum.KEY, "curriculum", record)
-    producer.flush()
-
-
 class RunFollower:
     """Follows one run's episodes and scores on Kafka (a fresh consumer, from a point in time)."""
 
@@ -316,6 +274,24 @@ class RunFollower:
             summary.wall_s = (self._last_ms - self._first_ms) / 1000
         if self._on_event is not None:
             self._on_event(event.event_type, record)
+
+    def until_done(self, episodes: int, stall_timeout_s: float, hint: str) -> Iterator[RunSummary]:
+        """Poll until ``episodes`` episodes ended and were judged, yielding the summary before
+        each poll (so never once they are). Raises :class:`RunFailed` (ending with ``hint``)
+        when none ended or was judged for ``stall_timeout_s``."""
+        summary = self.summary
+        seen, last_progress = (summary.ended, summary.judged), time.monotonic()
+        while summary.judged < episodes or summary.ended < episodes:
+            yield summary
+            self.poll(0.5)
+            if (summary.ended, summary.judged) != seen:
+                seen, last_progress = (summary.ended, summary.judged), time.monotonic()
+            elif time.monotonic() - last_progress > stall_timeout_s:
+                raise RunFailed(
+                    f"no episode of run {summary.run_id} ended or was judged for "
+                    f"{stall_timeout_s:.0f} s ({summary.ended} ended, {summary.judged} judged); "
+                    f"{hint}"
+                )
 
     def close(self) -> None:
         self._consumer.close()
@@ -504,22 +480,15 @@ def run_local(
         stopped = [batch_run]
         loop.on_exit(lambda: send_stop(settings, stopped[0]))
         send_target(settings, batch_run, in_flight, options, budget, weights)
-        last_progress, seen = time.monotonic(), (0, 0)
         summary = follower.summary
-        while summary.judged < options.episodes or summary.ended < options.episodes:
+        for _ in follower.until_done(
+            options.episodes, options.stall_timeout_s, f"logs in {loop.log_dir}"
+        ):
             if min(summary.judged, summary.ended) >= batch_end:
                 batch_run, in_flight, budget, batch_end = next(batches)
                 stopped[0] = batch_run
                 send_target(settings, batch_run, in_flight, options, budget, weights)
-            follower.poll(0.5)
             on_progress(summary, loop.children)
-            if (summary.ended, summary.judged) != seen:
-                seen, last_progress = (summary.ended, summary.judged), time.monotonic()
-            elif time.monotonic() - last_progress > options.stall_timeout_s:
-                raise RunFailed(
-                    f"no episode ended or was judged for {options.stall_timeout_s:.0f} s "
-                    f"({summary.ended} ended, {summary.judged} judged); logs in {loop.log_dir}"
-                )
             loop.check()
         report("stopping the workers...")
     return summary

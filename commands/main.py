@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "down": "commands.stack:down",
     "status": "commands.stack:status",
     "run": "commands.run:run",
+    "episodes": "commands.episodes:episodes_app",
     "smoke": "commands.stack:smoke",
     "topics": "commands.topics:topics_app",
     "sites": "commands.sites:sites_app",

@@ -24,9 +24,11 @@ from rich.table import Column, Table
 
 from commands.errors import console, errors, user_errors
 from infra.settings import SettingsError, load_settings
+from sites.tasks import task_set_name
 from tasks.decompose import decompose as decompose_tasks
 from tasks.llm_client import LLMConfig
 from tasks.miniwob import DEFAULT_SEEDS, HELDOUT_SEED_BASE, MARKS_SOLVABLE, instance_sets
+from tasks.practice_web import practice_web_tasks
 from tasks.publish import publish_tasks, read_published_tasks
 from tasks.rubrics import generate_rubrics
 from tasks.sets import TaskSetError, check_name, name_for_file, set_sizes, task_sets_of
@@ -259,6 +261,38 @@ def miniwob(
         f"[green]{counts.new} new, {counts.changed} changed, {counts.unchanged} unchanged[/] "
         f"instances of {len(names)} pages: {prefix}/train ({len(names) * train_seeds}), "
         f"{prefix}/heldout ({len(names) * heldout_seeds}) on {settings.topic('tasks')}",
+        highlight=False,
+    )
+
+
+@tasks_app.command("practice-web")
+@user_errors
+def practice_web(
+    seed: Annotated[int, typer.Option(help="the practice web's seed: sites and tasks")] = 0,
+    sites: Annotated[
+        int, typer.Option(min=1, help="sites of that seed whose tasks to publish")
+    ] = 50,
+) -> None:
+    """Publish the practice web's tasks as the set practice-web/seed-<SEED> (and its split by
+    website, .../train and .../test).
+
+    The same tasks `webgym run --seed SEED --sites SITES` publishes; publishing them again changes
+    nothing. Serve the pages with `webgym sites serve --seed SEED --count SITES` (or more sites),
+    then start episodes with `webgym episodes start --task-set practice-web/seed-<SEED>`. Needs
+    the local stack: `webgym up`.
+    """
+
+    settings = load_settings()
+    tasks = practice_web_tasks(seed=seed, count=sites)
+    name = task_set_name(seed)
+    with console.status(f"publishing {len(tasks)} practice-web tasks..."):
+        counts = publish_tasks(settings, tasks)
+    sizes = set_sizes(tasks)
+    console.print(
+        f"[green]{counts.new} new, {counts.changed} changed, {counts.unchanged} unchanged[/] "
+        f"tasks of {sites} sites: {name} ({sizes[name]}), {name}/train "
+        f"({sizes.get(name + '/train', 0)}), {name}/test ({sizes.get(name + '/test', 0)}) on "
+        f"{settings.topic('tasks')}",
         highlight=False,
     )
 

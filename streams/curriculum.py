@@ -207,6 +207,14 @@ def short_of_target(state: dict[str, Any], tasks: list[Task], now_ms: int) -> bo
     return False
 
 
+def empty_sets(record: dict[str, Any], tasks: list[Task]) -> list[str]:
+    """The sets a ``target`` names that hold no task yet (its episodes wait for them)."""
+    if record.get("kind") != "target":
+        return []
+    members = _SetIndex(tasks).of(record.get("task_sets") or {})
+    return [name for name, tasks_of_set in members.items() if not tasks_of_set]
+
+
 def started_events(state: dict[str, Any], picked: list[Picked], now_ms: int) -> list[Output]:
     return [_started(state, p.episode_id, now_ms, p.task) for p in picked]
 

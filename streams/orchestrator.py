@@ -369,9 +369,7 @@ def _duplicate(state: dict[str, Any], event_id: str) -> Transition:
     return Transition.unchanged(state)
 
 
-def _operation_header(
-    episode_id: str, step: int, kind: StepKind, now_ms: int
-) -> dict[str, Any]:
+def _operation_header(episode_id: str, step: int, kind: StepKind, now_ms: int) -> dict[str, Any]:
     """The fields every operation the orchestrator sends starts with."""
     return {
         "event_id": step_event_id(episode_id, step, kind),

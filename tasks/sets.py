@@ -29,8 +29,8 @@ class UnknownTaskSet(TaskSetError):
         known = ", ".join(f"{name} ({count})" for name, count in sorted(sizes.items())) or "none"
         super().__init__(
             f"unknown task set {', '.join(map(repr, self.names))}; the tasks topic holds: {known}. "
-            "Publish it first (`webgym tasks load FILE --task-set NAME`, `webgym tasks miniwob`) "
-            "or name one of these"
+            "Publish it first (`webgym tasks load FILE --task-set NAME`, `webgym tasks miniwob`, "
+            "`webgym tasks practice-web --seed K`) or name one of these"
         )
 
 

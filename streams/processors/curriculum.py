@@ -42,6 +42,15 @@ def register(streams, interval_s: float = 2.0) -> None:
         if record["kind"] == "target":
             await refresh()
         available = await tasks()
+        for name in curriculum.empty_sets(record, available):
+            log.warning(
+                "run %s draws from task set %r, which holds no task on %s: its episodes start "
+                "once tasks of that set are published (`webgym tasks practice-web --seed N`, "
+                "`webgym tasks miniwob`, `webgym tasks load FILE`; `webgym tasks sets` lists them)",
+                record.get("run_id"),
+                name,
+                streams.settings.topic("tasks"),
+            )
         state, outputs, changed = curriculum.apply(
             streams.sampler.get(KEY), record, available, streams.rules, now_ms()
         )

@@ -8,9 +8,10 @@ from __future__ import annotations
 import time
 import uuid
 
-from commands.local_run import RunFollower, RunOptions, run_local, start_sampling
+from commands.local_run import RunFollower, RunOptions, run_local
 from infra.log_reader import read_topic
 from infra.producer import now_ms
+from streams.targets import start_sampling
 
 TRAIN_SET, HELDOUT_SET = "practice-web/seed-0/train", "practice-web/seed-0/test"
 TRAIN_EPISODES, EVAL_EPISODES = 6, 3

@@ -9,8 +9,9 @@ import uuid
 import pytest
 
 from commands.children import settings_env
-from commands.local_run import RunOptions, run_local, start_sampling
+from commands.local_run import RunOptions, run_local
 from infra.log_reader import read_topic
+from streams.targets import start_sampling
 from tasks.publish import read_published_tasks
 from tasks.sets import UnknownTaskSet, is_member
 

@@ -12,7 +12,14 @@ import pytest
 from schemas.serde import default_catalog
 from sites import generate_sites
 from sites.tasks import generate_tasks
-from streams.curriculum import apply, pick_from_sets, pick_task, short_of_target, target_event
+from streams.curriculum import (
+    apply,
+    empty_sets,
+    pick_from_sets,
+    pick_task,
+    short_of_target,
+    target_event,
+)
 from streams.orchestrator import Output, Rules
 from tasks import miniwob
 from tasks.practice_web import practice_web_tasks
@@ -432,3 +439,11 @@ def test_an_eval_run_enumerates_its_set_each_task_k_times_in_order():
     _, again, _ = step(state, target(budget, run_id="r2", event_id="t2", purpose="eval",
                                      max_episodes=budget))  # fmt: skip
     assert [o.record["task_id"] for o in again] == drawn
+
+
+def test_a_target_names_the_sets_that_hold_no_task_yet():
+    tasks = [*SPLIT_PRACTICE, *MINIWOB_TRAIN]
+    record = target(4, task_sets={"miniwob/train": 1.0, "practice-web/seed-9": 1.0, "x/y": 2.0})
+    assert empty_sets(record, tasks) == ["practice-web/seed-9", "x/y"]
+    assert empty_sets(target(4, task_sets={"practice-web/seed-1/test": 1.0}), tasks) == []
+    assert empty_sets(ended("r1-000000"), []) == []  # only targets name sets
