@@ -12,9 +12,7 @@ from commands.errors import console, user_errors
 from commands.smoke import run_smoke
 from infra import stack
 from infra.settings import load_settings
-from infra.topic_admin import (
-    create_topics,
-)
+from infra.topic_admin import BrokerUnreachable, create_topics, view_cluster
 
 
 def _since(timestamp: float | None) -> str:
@@ -27,17 +25,30 @@ def _since(timestamp: float | None) -> str:
 @user_errors
 def up(
     topics: bool = typer.Option(True, help="also create the topics of the table"),
+    brokers: int | None = typer.Option(
+        None,
+        min=1,
+        max=9,
+        help="Kafka nodes to run: 3 makes a replicated KRaft cluster on loopback, node N on "
+        "ports 10 * (N - 1) above node 1 (default: as many as run, else "
+        "WEBGYM_LOCAL_KAFKA_BROKERS, 1)",
+        show_default=False,
+    ),
 ) -> None:
     """Start the local stack (Kafka KRaft node + MinIO on loopback) and wait until both answer.
 
-    Safe to run again: what already runs is left alone. The first run fetches Kafka with Maven
-    and builds MinIO with Go into the cache dir (a few minutes); later runs take seconds.
+    Safe to run again: what already runs is left alone (a cluster node that stopped is started
+    again). The first run fetches Kafka with Maven and builds MinIO with Go into the cache dir (a
+    few minutes); later runs take seconds. On a cluster of three, topics get 3 replicas and
+    min.insync.replicas 2, so one node may be lost without losing an acknowledged write.
     """
     settings = load_settings()
     started = time.monotonic()
     with console.status("starting the local stack...") as spinner:
         timings = stack.up(
-            settings, report=lambda line: (spinner.update(line), console.print(line))
+            settings,
+            report=lambda line: (spinner.update(line), console.print(line)),
+            brokers=brokers,
         )
         if topics:
             spinner.update("creating topics...")
@@ -50,6 +61,14 @@ def up(
     )
     if created:
         console.print(f"created {len(created)} topics")
+    nodes = stack.kafka_nodes(settings)
+    if len(nodes) > 1:
+        listed = ",".join(node.address for node in nodes)
+        console.print(
+            f"{len(nodes)} Kafka nodes: {listed}. Give clients all of them, so that they start "
+            f"while a node is down: WEBGYM_BOOTSTRAP_SERVERS={listed}",
+            highlight=False,
+        )
     if timings.get("minio_build_s", 0) > 1 or timings.get("kafka_jars_s", 0) > 1:
         console.print(f"first-time set-up: {', '.join(f'{k} {v:.0f}' for k, v in timings.items())}")
     console.print("stop it with `webgym down`")
@@ -79,6 +98,22 @@ def status() -> None:
             row.detail,
         )
     console.print(table)
+    try:
+        cluster = view_cluster(settings)
+    except BrokerUnreachable:
+        console.print(f"[red]no Kafka broker answers at {settings.bootstrap_servers}[/]")
+    else:
+        nodes = ", ".join(f"{node} {address}" for node, address in cluster.brokers.items())
+        colour = "red" if cluster.under_replicated or cluster.offline else "green"
+        console.print(
+            f"cluster {cluster.cluster_id}: {len(cluster.brokers)} broker(s) ({nodes}); "
+            f"controller as the brokers report it: {cluster.controller}; "
+            f"[{colour}]{len(cluster.under_replicated)} of {cluster.partitions} partitions "
+            f"under-replicated, {len(cluster.offline)} offline[/]",
+            highlight=False,
+        )
+        for name in cluster.under_replicated[:10]:
+            console.print(f"  under-replicated: {name}", highlight=False)
     console.print(f"state dir {settings.state_dir}, cache dir {settings.cache_dir}")
 
 

@@ -43,9 +43,19 @@ class Settings(BaseSettings):
     default_partitions: int = Field(
         8, ge=1, description="partitions of every episode-keyed topic (they must share one count)"
     )
-    replication_factor: int = Field(1, ge=1, description="replication factor for created topics")
+    replication_factor: int | None = Field(
+        None,
+        ge=1,
+        description="replication factor of created topics (default: 3 on a cluster of three or "
+        "more brokers, else the broker count); min.insync.replicas is one less, at least 1",
+    )
+    local_kafka_brokers: int = Field(
+        1, ge=1, le=9, description="KRaft nodes `webgym up` runs (`webgym up --brokers N`)"
+    )
     local_kafka_controller_port: int = Field(
-        9093, description="controller listener port of the local KRaft node (`webgym up`)"
+        9093,
+        description="controller listener port of the local KRaft node (`webgym up`); node N of a "
+        "cluster listens 10 * (N - 1) above it",
     )
     local_kafka_heap: str = Field("768m", description="max heap of the local broker JVM")
 

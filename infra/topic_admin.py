@@ -32,6 +32,47 @@ class PartitionMismatch(SettingsError):
     """A topic of the table exists with another partition count than this process would use."""
 
 
+class ReplicationTooHigh(SettingsError):
+    """The replication factor asked for needs more brokers than the cluster has."""
+
+
+@dataclass(frozen=True)
+class Replication:
+    """How the topics of the table are replicated on one cluster."""
+
+    factor: int
+    min_insync: int
+    brokers: int
+
+
+def replication(settings: Settings, admin: AdminClient | None = None) -> Replication:
+    """The replication of created topics on the cluster at ``settings.bootstrap_servers``:
+    ``settings.replication_factor``, or by default 3 on three or more brokers (else one per
+    broker); ``min.insync.replicas`` one less, at least 1 (3 and 2 on a three-node cluster, 1 and
+    1 on one node). Raises :class:`ReplicationTooHigh` when the factor exceeds the brokers."""
+    admin = admin or build_admin(settings)
+    try:
+        brokers = len(admin.list_topics(timeout=10).brokers)
+    except KafkaException as exc:
+        raise _unreachable(settings, exc) from exc
+    factor = settings.replication_factor or min(3, brokers)
+    if factor > brokers:
+        raise ReplicationTooHigh(
+            f"replication factor {factor} needs {factor} brokers; the cluster at "
+            f"{settings.bootstrap_servers} has {brokers}. Lower WEBGYM_REPLICATION_FACTOR (unset: "
+            f"{min(3, brokers)} here), or add brokers (locally: `webgym down`, then "
+            f"`webgym up --brokers {factor}`)."
+        )
+    return Replication(factor, max(1, factor - 1), brokers)
+
+
+def _unreachable(settings: Settings, exc: KafkaException) -> BrokerUnreachable:
+    return BrokerUnreachable(
+        f"no Kafka broker answered at {settings.bootstrap_servers} ({exc}). Start the local "
+        "stack with `webgym up`, or set WEBGYM_BOOTSTRAP_SERVERS to your cluster."
+    )
+
+
 @dataclass(frozen=True)
 class TopicState:
     spec: TopicSpec
@@ -50,10 +91,7 @@ def existing_partitions(admin: AdminClient, settings: Settings) -> dict[str, int
     try:
         metadata = admin.list_topics(timeout=10)
     except KafkaException as exc:
-        raise BrokerUnreachable(
-            f"no Kafka broker answered at {settings.bootstrap_servers} ({exc}). Start the local "
-            "stack with `webgym up`, or set WEBGYM_BOOTSTRAP_SERVERS to your cluster."
-        ) from exc
+        raise _unreachable(settings, exc) from exc
     return {name: len(topic.partitions) for name, topic in metadata.topics.items()}
 
 
@@ -108,18 +146,11 @@ def create_topics(settings: Settings, admin: AdminClient | None = None) -> list[
     """Create every missing topic of the table; report the rest. Safe to run any number of times."""
     admin = admin or build_admin(settings)
     states = topic_states(settings, admin)
-    to_create = [
-        NewTopic(
-            state.name,
-            num_partitions=state.expected_partitions,
-            replication_factor=settings.replication_factor,
-            config=state.spec.config(),
-        )
-        for state in states
-        if state.outcome == "missing"
-    ]
-    if not to_create:
+    missing = [state for state in states if state.outcome == "missing"]
+    if not missing:
         return states
+    replicas = replication(settings, admin)
+    to_create = [_new_topic(s.spec, s.name, s.expected_partitions, replicas) for s in missing]
     created = _create(admin, to_create)
     return [
         TopicState(s.spec, s.name, "created", s.expected_partitions, s.expected_partitions)
@@ -147,13 +178,18 @@ def _create(admin: AdminClient, topics: list[NewTopic]) -> set[str]:
 def ensure_topic(settings: Settings, spec: TopicSpec, admin: AdminClient | None = None) -> bool:
     """Create one topic outside the table (e.g. a re-scored stream) if missing; True if created."""
     admin = admin or build_admin(settings)
-    topic = NewTopic(
-        spec.name(settings),
-        num_partitions=spec.partition_count(settings),
-        replication_factor=settings.replication_factor,
-        config=spec.config(),
-    )
+    replicas = replication(settings, admin)
+    topic = _new_topic(spec, spec.name(settings), spec.partition_count(settings), replicas)
     return bool(_create(admin, [topic]))
+
+
+def _new_topic(spec: TopicSpec, name: str, partitions: int, replicas: Replication) -> NewTopic:
+    return NewTopic(
+        name,
+        num_partitions=partitions,
+        replication_factor=replicas.factor,
+        config={**spec.config(), "min.insync.replicas": str(replicas.min_insync)},
+    )
 
 
 def describe_topics(
@@ -187,3 +223,38 @@ def delete_topics(settings: Settings, admin: AdminClient | None = None) -> list[
         for future in admin.delete_topics(names, operation_timeout=ADMIN_TIMEOUT_S).values():
             future.result(timeout=ADMIN_TIMEOUT_S)
     return names
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """The cluster as its brokers describe it: nodes, the controller they report, and the
+    partitions whose in-sync replicas are fewer than their replicas (or that have no leader)."""
+
+    cluster_id: str
+    brokers: dict[int, str]  # node id -> host:port
+    controller: int | None
+    partitions: int
+    under_replicated: list[str]  # topic[partition]
+    offline: list[str]  # topic[partition] with no leader
+
+
+def view_cluster(settings: Settings, admin: AdminClient | None = None) -> ClusterView:
+    admin = admin or build_admin(settings)
+    try:
+        described = admin.describe_cluster().result(timeout=10)
+        metadata = admin.list_topics(timeout=10)
+    except KafkaException as exc:
+        raise _unreachable(settings, exc) from exc
+    partitions = [
+        (f"{name}[{pid}]", part)
+        for name, topic in sorted(metadata.topics.items())
+        for pid, part in sorted(topic.partitions.items())
+    ]
+    return ClusterView(
+        cluster_id=described.cluster_id or "",
+        brokers={b.id: f"{b.host}:{b.port}" for b in sorted(metadata.brokers.values(), key=str)},
+        controller=described.controller.id if described.controller else None,
+        partitions=len(partitions),
+        under_replicated=[n for n, p in partitions if len(p.isrs) < len(p.replicas)],
+        offline=[n for n, p in partitions if p.leader < 0],
+    )

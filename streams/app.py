@@ -27,7 +27,12 @@ from faust.transport.drivers import aiokafka as faust_aiokafka
 
 from infra.dead_letters import OutOfOrderStep, dead_letter
 from infra.settings import Settings, load_settings
-from infra.topic_admin import PartitionMismatch, require_partition_counts
+from infra.topic_admin import (
+    PartitionMismatch,
+    ReplicationTooHigh,
+    replication,
+    require_partition_counts,
+)
 from infra.topics import LARGE_MESSAGE_BYTES, MIB, TOPICS
 from schemas.serde import EventDecodeError, default_catalog
 from streams.judging import Judging
@@ -138,7 +143,7 @@ def build_app(settings: Settings, sets: tuple[str, ...]) -> faust.App:
         key_serializer="raw",
         value_serializer="raw",
         topic_partitions=settings.default_partitions,
-        topic_replication_factor=settings.replication_factor,
+        topic_replication_factor=settings.replication_factor or 1,  # the cluster's at start
         topic_disable_leader=True,  # no leader-only timers: one fewer internal topic
         table_standby_replicas=0,  # a timer must only see rows of partitions it owns
         # A dead worker's partitions move within seconds, not Kafka's default 45 s.
@@ -295,13 +300,15 @@ def wire(streams: Streams) -> None:
 def refuse_mismatched_partitions(streams: Streams) -> None:
     """`faust worker` checks the topics' partition counts against the table before it joins the
     group, and exits 1 with a one-line reason on a mismatch (its tables would pair an episode's
-    events on different partitions)."""
+    events on different partitions). It also replicates its changelog topics as the table's
+    topics are on this cluster (:func:`infra.topic_admin.replication`)."""
 
     @streams.app.on_worker_init.connect
     def check(app: faust.App, **kwargs: Any) -> None:
         try:
             require_partition_counts(streams.settings)
-        except PartitionMismatch as exc:
+            app.conf.topic_replication_factor = replication(streams.settings).factor
+        except (PartitionMismatch, ReplicationTooHigh) as exc:
             print(f"error: {exc}", file=sys.stderr, flush=True)
             raise SystemExit(1) from None
 

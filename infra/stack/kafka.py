@@ -1,13 +1,16 @@
-"""The local Apache Kafka: one KRaft node (broker + controller) on the installed JDK.
+"""The local Apache Kafka on the installed JDK: one KRaft node (broker + controller), or a
+cluster of N such nodes on loopback (``webgym up --brokers 3``), each its own process.
 
 Jars come from Maven Central: ``pom.xml`` beside this file names the broker artifact and Maven
 copies it, with its dependencies, into the cache dir (once per pom content). Storage is
-formatted on first start with a cluster id kept in the state dir.
+formatted on first start with a cluster id kept in the state dir; a cluster's nodes share one id
+and one static controller quorum (every node votes), so one node of three may be lost.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -24,7 +27,7 @@ from confluent_kafka.admin import AdminClient
 
 from infra.kafka_config import client_config
 from infra.settings import Settings
-from infra.stack.process import LocalService, StackError
+from infra.stack.process import LocalService, StackError, split_host_port
 
 POM = Path(__file__).parent / "pom.xml"
 START_TIMEOUT_S = 90.0
@@ -127,14 +130,40 @@ def _java() -> str:
     return java
 
 
+CLUSTER_DIR = "kafka-cluster"  # a cluster's nodes live in node-<N>/ below it
+PORT_STEP = 10  # node N listens PORT_STEP * (N - 1) above node 1 (broker and controller ports)
+
+
+def node_addresses(settings: Settings, nodes: int) -> list[str]:
+    """The broker address of each node: the bootstrap servers when they list ``nodes`` or more,
+    else the first one's port and every ``PORT_STEP`` above it."""
+    listed = [a.strip() for a in settings.bootstrap_servers.split(",") if a.strip()]
+    if len(listed) >= nodes:
+        return listed[:nodes]
+    host, port = split_host_port(listed[0], "WEBGYM_BOOTSTRAP_SERVERS")
+    return [f"{host}:{port + PORT_STEP * n}" for n in range(nodes)]
+
+
+def cluster_size(settings: Settings) -> int | None:
+    """The node count of the cluster formatted in the state dir, if there is one."""
+    recorded = settings.state_dir / CLUSTER_DIR / "nodes"
+    return int(recorded.read_text()) if recorded.exists() else None
+
+
 class LocalKafka(LocalService):
+    """Node ``node`` of a local cluster of ``nodes`` (1: the one-node stack, named ``kafka``)."""
+
     start_timeout_s = START_TIMEOUT_S
 
-    def __init__(self, settings: Settings):
-        super().__init__(
-            settings, "kafka", "Kafka", settings.bootstrap_servers, "WEBGYM_BOOTSTRAP_SERVERS"
-        )
-        self.controller_port = settings.local_kafka_controller_port
+    def __init__(self, settings: Settings, node: int = 1, nodes: int = 1):
+        name = "kafka" if nodes == 1 else f"kafka-{node}"
+        address = node_addresses(settings, nodes)[node - 1]
+        label = "Kafka" if nodes == 1 else f"Kafka node {node}"
+        super().__init__(settings, name, label, address, "WEBGYM_BOOTSTRAP_SERVERS")
+        if nodes > 1:
+            self.home = settings.state_dir / CLUSTER_DIR / f"node-{node}"
+        self.node, self.nodes = node, nodes
+        self.controller_port = settings.local_kafka_controller_port + PORT_STEP * (node - 1)
 
     @property
     def ports(self) -> list[int]:
@@ -148,11 +177,18 @@ class LocalKafka(LocalService):
 
     def server_properties(self) -> str:
         data = self.home / "data"
+        base = self.settings.local_kafka_controller_port
+        voters = ",".join(
+            f"{n}@{self.host}:{base + PORT_STEP * (n - 1)}" for n in range(1, self.nodes + 1)
+        )
+        # Internal topics (offsets, transactions) replicated as the table's topics are.
+        factor = min(3, self.nodes)
+        min_isr = max(1, factor - 1)
         return "\n".join(
             [
                 "process.roles=broker,controller",
-                "node.id=1",
-                f"controller.quorum.voters=1@{self.host}:{self.controller_port}",
+                f"node.id={self.node}",
+                f"controller.quorum.voters={voters}",
                 f"listeners=PLAINTEXT://{self.host}:{self.port},"
                 f"CONTROLLER://{self.host}:{self.controller_port}",
                 f"advertised.listeners=PLAINTEXT://{self.host}:{self.port}",
@@ -160,12 +196,14 @@ class LocalKafka(LocalService):
                 "inter.broker.listener.name=PLAINTEXT",
                 "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
                 f"log.dirs={data}",
-                # One node: internal topics cannot have more replicas than brokers.
-                "offsets.topic.replication.factor=1",
-                "transaction.state.log.replication.factor=1",
-                "transaction.state.log.min.isr=1",
-                "share.coordinator.state.topic.replication.factor=1",
-                "share.coordinator.state.topic.min.isr=1",
+                f"offsets.topic.replication.factor={factor}",
+                f"transaction.state.log.replication.factor={factor}",
+                f"transaction.state.log.min.isr={min_isr}",
+                f"share.coordinator.state.topic.replication.factor={factor}",
+                f"share.coordinator.state.topic.min.isr={min_isr}",
+                # Topics created without these (Faust's changelogs) get the table's replication.
+                f"default.replication.factor={factor}",
+                f"min.insync.replicas={min_isr}",
                 # Tests and restarts should not wait 3 s for a group to settle.
                 "group.initial.rebalance.delay.ms=0",
                 f"num.partitions={self.settings.default_partitions}",
@@ -205,6 +243,9 @@ class LocalKafka(LocalService):
 
     def _format(self, java: str, classpath: str, properties: Path) -> None:
         cluster_file = self.home / "cluster.id"
+        if self.nodes > 1:  # one id for every node, and the node count beside it
+            cluster_file = self.home.parent / "cluster.id"
+            (self.home.parent / "nodes").write_text(str(self.nodes))
         if not cluster_file.exists():
             cluster_file.write_text(new_cluster_id())
         result = subprocess.run(
@@ -229,6 +270,15 @@ class LocalKafka(LocalService):
                 f"{(result.stdout + result.stderr)[-2000:]}\n"
                 f"If the directory is from another Kafka version, remove {self.home} and retry."
             )
+
+    def quorum_state(self) -> tuple[int, int] | None:
+        """(leader epoch, leader id) of the metadata quorum as this node last wrote it."""
+        path = self.home / "data" / "__cluster_metadata-0" / "quorum-state"
+        try:
+            state = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        return state.get("leaderEpoch", -1), state.get("leaderId", -1)
 
     def healthy(self) -> bool:
         # A refused connection is the expected answer while the broker starts: client_config

@@ -195,6 +195,13 @@ class LocalService:
         """Every port the service listens on (each must be free before a start)."""
         return [self.port]
 
+    def preflight(self) -> None:
+        """Fail early, with the fix, when a tool the start needs is missing."""
+
+    def start(self, artifact: Path) -> None:
+        """Launch the service from ``artifact`` (its jars or its binary)."""
+        raise NotImplementedError
+
     def healthy(self) -> bool:
         raise NotImplementedError
 
