@@ -51,6 +51,50 @@ def build_consumer(settings: Settings, group_id: str, client_id: str, **override
     return Consumer(client_config(settings.bootstrap_servers, config))
 
 
+# How long a silent member of a worker group keeps its partitions (the classic protocol's client
+# setting; under the consumer protocol the broker's group.consumer.session.timeout.ms, which the
+# local stack sets to this).
+WORKER_SESSION_TIMEOUT_MS = 10_000
+
+
+def co_partitioned_group(settings: Settings) -> dict[str, Any]:
+    """Consumer settings of a worker group whose members must get the same partition numbers of
+    every topic they read (an episode's operations meet its browser context; its requests meet
+    its screenshots).
+
+    With ``settings.group_protocol`` "consumer" (KIP-848, Kafka 4.0+): the server-side ``range``
+    assignor, which keeps co-partitioning and, since every member subscribes to the same topics,
+    moves only the partitions a joining or leaving member changes: the rebalance callbacks see
+    increments, and the other members keep what they hold. With "classic": the eager range
+    assignor, where any change revokes every partition of every member."""
+    if settings.group_protocol == "consumer":
+        return {"group.protocol": "consumer", "group.remote.assignor": "range"}
+    return {
+        "partition.assignment.strategy": "range",
+        "session.timeout.ms": WORKER_SESSION_TIMEOUT_MS,
+    }
+
+
+def commit_now(consumer: Consumer, attempts: int = 3) -> None:
+    """Commit the stored offsets synchronously (a revocation's last word). A stale member epoch
+    (the consumer protocol moved on while the commit was in flight) is retried; no stored offset
+    is not an error; other failures are logged, and the partition's next owner redoes the
+    records after the last commit (at least once)."""
+    for attempt in range(1, attempts + 1):
+        try:
+            consumer.commit(asynchronous=False)
+            return
+        except KafkaException as exc:
+            code = exc.args[0].code()
+            if code == KafkaError._NO_OFFSET:
+                return
+            if code == KafkaError.STALE_MEMBER_EPOCH and attempt < attempts:
+                time.sleep(0.1 * attempt)
+                continue
+            log.warning("commit on revoke failed: %s", exc)
+            return
+
+
 # Answers a broker gives while a partition's leadership is still settling (a topic created a
 # moment ago, a broker that just restarted): worth asking again, not an error.
 LEADERSHIP_SETTLING = frozenset(

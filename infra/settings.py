@@ -49,6 +49,12 @@ class Settings(BaseSettings):
         description="replication factor of created topics (default: 3 on a cluster of three or "
         "more brokers, else the broker count); min.insync.replicas is one less, at least 1",
     )
+    group_protocol: Literal["consumer", "classic"] = Field(
+        "consumer",
+        description="the browser and policy workers' consumer group protocol: consumer (KIP-848: "
+        "incremental, server-side range assignment; Kafka 4.0+) or classic (eager range "
+        "assignment; older clusters)",
+    )
     local_kafka_brokers: int = Field(
         1, ge=1, le=9, description="KRaft nodes `webgym up` runs (`webgym up --brokers N`)"
     )

@@ -31,7 +31,7 @@ from agents.browser.session import (
     observation_record,
 )
 from agents.browser.url_policy import UrlPolicy
-from infra.consumer import build_consumer
+from infra.consumer import build_consumer, co_partitioned_group, commit_now
 from infra.dead_letters import DeadLetterRouter, OutOfOrderStep
 from infra.offsets import OffsetTracker
 from infra.producer import EventProducer, now_ms
@@ -159,13 +159,12 @@ class BrowserWorker:
             self.settings,
             group_id=self.config.group_id,
             client_id=self.config.client_id,
-            # Same partition numbers of every topic to one member: ops meet their context.
-            **{"partition.assignment.strategy": "range"},
+            # Same partition numbers of every topic to one member: ops meet their context. A
+            # dead worker's partitions (and episodes) move to the others within 10 s.
+            **co_partitioned_group(self.settings),
             # We store offsets ourselves once outputs are acknowledged; librdkafka commits them.
             **{"enable.auto.offset.store": False, "enable.auto.commit": True},
             **{"auto.commit.interval.ms": 500},
-            # A dead worker's partitions (and episodes) move to the others within 10 s.
-            **{"session.timeout.ms": 10_000},
         )
         async with async_playwright() as playwright:
             self.pool = BrowserPool(playwright, self.settings, self.config.chromium_args)
@@ -248,11 +247,7 @@ class BrowserWorker:
     def _on_revoke(self, consumer, partitions: list[TopicPartition]) -> None:
         self._release(partitions, reason="rebalanced")
         self._store_finished()
-        try:
-            consumer.commit(asynchronous=False)
-        except KafkaException as exc:
-            if exc.args[0].code() != KafkaError._NO_OFFSET:
-                log.warning("commit on revoke failed: %s", exc)
+        commit_now(consumer)
 
     def _on_lost(self, consumer, partitions: list[TopicPartition]) -> None:
         self._release(partitions, reason="partition lost")

@@ -158,8 +158,25 @@ quantity total tax shipping free delivery checkout payment card visa name street
 
 
 # Roles the marks table names (`agents.browser.page_script.MARKS`).
-_ROLES = ("button", "text", "link", "clickable", "checkbox", "radio", "password", "submit", "tab",
-          "textarea", "select", "email", "number", "search", "summary", "a", "menuitem")
+_ROLES = (
+    "button",
+    "text",
+    "link",
+    "clickable",
+    "checkbox",
+    "radio",
+    "password",
+    "submit",
+    "tab",
+    "textarea",
+    "select",
+    "email",
+    "number",
+    "search",
+    "summary",
+    "a",
+    "menuitem",
+)
 # How often each word of the MiniWoB++ pages' own lists is shown to the BPE trainer, so that
 # every one of them (and its capitalised form) becomes a single token.
 _PAGE_WORD_REPEATS = 10
@@ -182,13 +199,16 @@ def _tokenizer_corpus() -> list[str]:
     lines += [f"{w} {w.capitalize()} {w.upper()} the {w}, a {w}. {w}s" for w in _WORDS]
     lists = word_lists()
     key_words = sorted(
-        {w for name in ("FIFTY_NAMES", "lorem_words", "COLORS", "button_words") for w in lists[name]}
+        {
+            w
+            for name in ("FIFTY_NAMES", "lorem_words", "COLORS", "button_words")
+            for w in lists[name]
+        }
     )
     for word in key_words:
         for form in sorted({word, word.lower(), word.capitalize()}):
             lines += [
-                f'The page says: Click on the "{form}" button. [3] button "{form}" '
-                f'"text": "{form}"'
+                f'The page says: Click on the "{form}" button. [3] button "{form}" "text": "{form}"'
             ] * _PAGE_WORD_REPEATS
     lines += [f"\"{w}\" '{w}' {w}" for name in sorted(lists) for w in lists[name]]
     lines += [
@@ -202,8 +222,9 @@ def _tokenizer_corpus() -> list[str]:
             action = {"kind": kind, "element_id": str(i), "text": "word"}
             if kind == "answer":
                 action = {"kind": kind, "text": f"{i} word"}
-            lines.append(format_reply(action, f"Step {i % 5 + 1} of {i % 4 + 1}.", kind,
-                                      f"progress {i % 6}"))
+            lines.append(
+                format_reply(action, f"Step {i % 5 + 1} of {i % 4 + 1}.", kind, f"progress {i % 6}")
+            )
         lines.append(
             f"Step {i}. Memory: progress {i % 6}\nPage: Task (http://miniwob.webgym.test/"
             f"miniwob/click-button.html)\nThe last action failed: element {i} not found"

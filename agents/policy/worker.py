@@ -39,7 +39,7 @@ from agents.policy.versions import (
     ServingGate,
     VersionFollower,
 )
-from infra.consumer import build_consumer, drain
+from infra.consumer import build_consumer, co_partitioned_group, drain
 from infra.dead_letters import DeadLetterRouter, OutOfOrderStep
 from infra.minio_store import build_minio
 from infra.offsets import OffsetTracker
@@ -184,10 +184,10 @@ class PolicyWorker:
             group_id=self.config.group_id,
             client_id=self.config.client_id,
             # Same partitions of ops.infer and observations: an episode's screenshots come here.
-            **{"partition.assignment.strategy": "range"},
+            **co_partitioned_group(self.settings),
             # Offsets are stored once the inference event is acknowledged; librdkafka commits.
             **{"enable.auto.offset.store": False, "enable.auto.commit": True},
-            **{"auto.commit.interval.ms": 500, "session.timeout.ms": 10_000},
+            **{"auto.commit.interval.ms": 500},
         )
         consumer.subscribe(list(self.topics), on_assign=self._on_assign, on_revoke=self._on_revoke)
         follower_stop = threading.Event()

@@ -25,6 +25,7 @@ from pathlib import Path
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from infra.consumer import WORKER_SESSION_TIMEOUT_MS
 from infra.kafka_config import client_config
 from infra.settings import Settings
 from infra.stack.process import LocalService, StackError, split_host_port
@@ -206,6 +207,12 @@ class LocalKafka(LocalService):
                 f"min.insync.replicas={min_isr}",
                 # Tests and restarts should not wait 3 s for a group to settle.
                 "group.initial.rebalance.delay.ms=0",
+                # Consumer-protocol groups (the browser and policy workers): a dead member's
+                # partitions move within 10 s, and assignment changes reach members within 1 s.
+                f"group.consumer.min.session.timeout.ms={WORKER_SESSION_TIMEOUT_MS}",
+                f"group.consumer.session.timeout.ms={WORKER_SESSION_TIMEOUT_MS}",
+                "group.consumer.min.heartbeat.interval.ms=1000",
+                "group.consumer.heartbeat.interval.ms=1000",
                 f"num.partitions={self.settings.default_partitions}",
                 # Our topics are created from the table; a typo must not create a topic.
                 "auto.create.topics.enable=false",
