@@ -168,6 +168,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for phase in runs[0]["observations_per_s"]
     }
     result = {
+        "group_protocol": base.group_protocol,  # the browser and policy workers' (WEBGYM_GROUP_PROTOCOL)
         "episodes": args.episodes,
         "in_flight": 8,
         "repeats": args.repeat,
