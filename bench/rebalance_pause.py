@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for phase in runs[0]["observations_per_s"]
     }
     result = {
-        "group_protocol": base.group_protocol,  # the browser and policy workers' (WEBGYM_GROUP_PROTOCOL)
+        "group_protocol": base.group_protocol,  # WEBGYM_GROUP_PROTOCOL of the workers
         "episodes": args.episodes,
         "in_flight": 8,
         "repeats": args.repeat,
