@@ -231,6 +231,11 @@ TABLE: list[Bad] = [
     Bad(("tasks", "stats", "no-such-file.jsonl"), ("no-such-file.jsonl", "no such file")),
     Bad(("tasks", "sets"), ("topic prefix", "WEBGYM_"), env={"WEBGYM_TOPIC_PREFIX": "my topics!"}),
     Bad(("tasks", "miniwob", "--pages", "nope"), ("no MiniWoB++ task 'nope'", "known:")),
+    Bad(("tasks", "practice-web", "--sites", "0"), ("--sites",), exit_code=2),
+    Bad(("episodes", "start", "--task-set", "no-such/set"), ("unknown task set", "webgym tasks")),
+    Bad(("episodes", "start", "--task-set", "a/b", "--wait"), ("give --episodes as well",)),
+    Bad(("episodes", "start", "--task-set", "a=lots"), ("a=lots", "NAME=WEIGHT")),
+    Bad(("episodes", "stop"), ("Missing argument",), exit_code=2),
     Bad(
         ("tasks", "split", "good.jsonl", "--train", "good.jsonl", "--test", "test.jsonl"),
         ("three different files",),
