@@ -26,7 +26,7 @@ from confluent_kafka import (
 )
 
 from infra.dead_letters import DeadLetterRouter
-from infra.kafka_config import client_config
+from infra.kafka_config import WORKER_SESSION_TIMEOUT_MS, client_config
 from infra.settings import Settings
 from schemas.serde import EventDecodeError, SchemaCatalog, default_catalog
 
@@ -49,12 +49,6 @@ def build_consumer(settings: Settings, group_id: str, client_id: str, **override
     }
     config.update(overrides)
     return Consumer(client_config(settings.bootstrap_servers, config))
-
-
-# How long a silent member of a worker group keeps its partitions (the classic protocol's client
-# setting; under the consumer protocol the broker's group.consumer.session.timeout.ms, which the
-# local stack sets to this).
-WORKER_SESSION_TIMEOUT_MS = 10_000
 
 
 def co_partitioned_group(settings: Settings) -> dict[str, Any]:

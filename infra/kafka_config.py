@@ -17,6 +17,11 @@ from typing import Any
 
 KAFKA_LOGGER = "webgym.kafka"
 
+# How long a silent member of a worker group keeps its partitions (the classic protocol's client
+# setting; under the consumer protocol the broker's group.consumer.session.timeout.ms, which the
+# local stack sets to this).
+WORKER_SESSION_TIMEOUT_MS = 10_000
+
 # A connection failure within this many seconds of the previous one is part of the same outage
 # (librdkafka's reconnect backoff tops out at 10 s).
 OUTAGE_GAP_S = 60.0

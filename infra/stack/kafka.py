@@ -25,8 +25,7 @@ from pathlib import Path
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from infra.consumer import WORKER_SESSION_TIMEOUT_MS
-from infra.kafka_config import client_config
+from infra.kafka_config import WORKER_SESSION_TIMEOUT_MS, client_config
 from infra.settings import Settings
 from infra.stack.process import LocalService, StackError, split_host_port
 
