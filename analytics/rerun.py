@@ -10,16 +10,14 @@ difference at that step.
 
 from __future__ import annotations
 
-import hashlib
-import io
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from PIL import Image, ImageChops
 from playwright.async_api import async_playwright
 
+from agents.browser.page_match import ScreenshotDifference, page_differences
 from agents.browser.session import EpisodeFailure, EpisodeSession
 from agents.browser.url_policy import UrlPolicy
 from agents.browser.worker import BrowserWorkerConfig
@@ -31,34 +29,6 @@ from infra.settings import Settings
 from sites import generate_sites
 from sites.server import PracticeWebServer
 from tasks import miniwob
-
-PIXEL_TOLERANCE = 48  # channel difference (0-255) below which a pixel counts as unchanged
-SCREENSHOT_SHARE = 0.001  # share of changed pixels up to which two screenshots still match
-
-
-@dataclass(frozen=True)
-class ScreenshotDifference:
-    identical: bool  # same bytes
-    changed_share: float  # share of pixels changed beyond the tolerance (1.0: sizes differ)
-
-    @property
-    def matches(self) -> bool:
-        return self.identical or self.changed_share <= SCREENSHOT_SHARE
-
-
-def compare_screenshots(recorded: bytes, rerun: bytes) -> ScreenshotDifference:
-    """How far ``rerun`` is from ``recorded`` (both JPEG or PNG); the rule is
-    :func:`compare_page`'s."""
-    if hashlib.sha256(recorded).digest() == hashlib.sha256(rerun).digest():
-        return ScreenshotDifference(True, 0.0)
-    first = Image.open(io.BytesIO(recorded)).convert("RGB")
-    second = Image.open(io.BytesIO(rerun)).convert("RGB")
-    if first.size != second.size:
-        return ScreenshotDifference(False, 1.0)
-    red, green, blue = ImageChops.difference(first, second).split()
-    largest = ImageChops.lighter(ImageChops.lighter(red, green), blue)
-    changed = sum(largest.histogram()[PIXEL_TOLERANCE + 1 :])
-    return ScreenshotDifference(False, changed / (first.width * first.height))
 
 
 @dataclass(frozen=True)
@@ -105,36 +75,9 @@ def compare_page(
     screenshot: bytes,
     action_error: str | None,
 ) -> StepCheck:
-    """One step's check (``recorded`` None: not in the log, not compared).
-
-    The comparison rule, per step, between the recorded observation and the rerun's page:
-
-    - the URL and the title must be equal;
-    - the screenshots match when their sha256 are equal, or else when at most
-      :data:`SCREENSHOT_SHARE` of the pixels (0.1%) differ by more than :data:`PIXEL_TOLERANCE`
-      (48 of 255) in some colour channel. Chromium renders a static page identically, so equal
-      bytes are the rule; the tolerance absorbs what is not content (a text caret that blinks,
-      JPEG noise after a sub-pixel shift), while a changed line of text, an opened menu or a
-      scroll changes far more.
-    """
-    differences: list[str] = []
-    difference = None
-    if recorded is None:
-        differences.append("the recorded observation of this step is not in the log")
-    elif recorded.failure or not recorded.screenshot:
-        differences.append(f"the recording has no page here: {recorded.failure or 'no screenshot'}")
-    else:
-        if recorded.url != url:
-            differences.append(f"URL: recorded {recorded.url}, now {url}")
-        if recorded.title != title:
-            differences.append(f"title: recorded {recorded.title!r}, now {title!r}")
-        difference = compare_screenshots(recorded.screenshot, screenshot)
-        if not difference.matches:
-            differences.append(
-                "screenshot: different size"
-                if difference.changed_share >= 1.0
-                else f"screenshot: {difference.changed_share:.2%} of the pixels changed"
-            )
+    """One step's check (``recorded`` None: not in the log, not compared), by the replay
+    tolerance (:func:`agents.browser.page_match.page_differences`)."""
+    differences, difference = page_differences(recorded, url, title, screenshot)
     return StepCheck(
         step=step,
         action=action,
@@ -145,7 +88,7 @@ def compare_page(
         screenshot=difference,
         recorded_action_error=recorded.action_error if recorded else None,
         rerun_action_error=action_error,
-        differences=tuple(differences),
+        differences=differences,
     )
 
 
@@ -209,15 +152,8 @@ async def rerun_episode(
                 for step, action, op in operations:
                     progress(f"step {step} of {operations[-1][0]}: {_what(action, op)}")
                     try:
-                        if action is None:
-                            error = await session.navigate(op["url"], op["timeout_ms"])
-                            if error is None and op.get("setup"):
-                                error = await session.set_up(op["setup"])
-                        else:
-                            error = await session.act(action, op["timeout_ms"])
-                        snapshot = await session.observe(
-                            op.get("set_of_marks", False), op.get("screenshot_format", "jpeg")
-                        )
+                        error = await session.apply("navigate" if action is None else "act", op)
+                        snapshot = await session.observe_for(op)
                     except EpisodeFailure as failure:
                         stopped = f"step {step}: {failure.reason}"
                         break

@@ -20,6 +20,8 @@ from typing import Any
 from analytics.episodes import TOPICS as EPISODE_TOPICS
 from analytics.episodes import EpisodeFold, EpisodeView
 from analytics.rates import rates
+from infra.log_reader import TopicReader
+from infra.settings import Settings
 from infra.topics import TOPICS as TOPIC_TABLE
 from schemas.difficulty import DIFFICULTIES
 from schemas.event_ids import run_id_of
@@ -316,6 +318,10 @@ class RunStats:
           ``timings_ms``: transit, wait, navigate, act, screenshot, total...).
         - Percentiles are nearest-rank (:func:`percentile`).
         - *policy lag*: see :meth:`_policy_lag`.
+        - *migrations*: episodes a browser worker took over from another (their partition moved)
+          and rebuilt from the log: how many, their *pause* (the previous owner's last
+          observation to the new owner's first, the observation's ``migration_pause``) and the
+          rebuild itself (``migration``: reading the log and running the steps again).
         - *dead letters*: records on ``dlq``, by source topic and error class (with a run
           filter: those whose original key is an episode of the run).
         """
@@ -356,6 +362,11 @@ class RunStats:
                 "service": _distributions(self.service, _service_order),
             },
             "policy_lag": self._policy_lag(),
+            "migrations": {
+                "count": len(self.service.get("browser.migration_pause", [])),
+                "pause_ms": distribution(self.service.get("browser.migration_pause", [])),
+                "rebuild_ms": distribution(self.service.get("browser.migration", [])),
+            },
             "dead_letters": {
                 "total": sum(self.dead_letters.values()),
                 "by_source_topic": _count_by(self.dead_letters, 0),
@@ -533,3 +544,14 @@ def _count_by(counts: Counter, index: int) -> dict[str, int]:
     for key, n in counts.items():
         out[key[index]] += n
     return dict(out.most_common())
+
+
+def read_figures(settings: Settings, run_id: str | None, since_ms: int | None = None) -> dict:
+    """The figures of ``run_id`` (None: every run) from the log as it is now, the way `webgym
+    stats --json` writes them; ``since_ms`` skips what the log holds from before (reference
+    topics are read whole)."""
+    run_stats = RunStats(run_id=run_id)
+    with TopicReader(settings, TOPICS, since_ms, from_start=REFERENCE_TOPICS) as reader:
+        for batch in reader.batches_to_end():
+            run_stats.apply_all(batch)
+    return run_stats.figures()

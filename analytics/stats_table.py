@@ -55,7 +55,7 @@ def overview_table(figures: dict[str, Any], caught_up: bool = True) -> Table:
     table.add_column("definition", style="dim")
     episodes, throughput = figures["episodes"], figures["throughput"]
     steps, lag = figures["steps"], figures["policy_lag"]
-    window = figures["window"]
+    window, migrations = figures["window"], figures["migrations"]
     runs_seen = throughput["runs"]
     rows = [
         ("events", _window(window), "first to last producer ts of the events read"),
@@ -97,6 +97,14 @@ def overview_table(figures: dict[str, Any], caught_up: bool = True) -> Table:
             f"mean {_num(lag['mean'], 2)}, max {_num(lag['max'], 0)}",
             f"versions behind the newest announced; {_pct(lag['behind_rate'])} of inferences "
             f"behind; announced {_versions(lag['announced_versions'])}",
+        ),
+        (
+            "migrations",
+            f"{migrations['count']} (pause p50 {_ms(migrations['pause_ms']['p50'])} ms, "
+            f"p99 {_ms(migrations['pause_ms']['p99'])} ms)"
+            if migrations["count"]
+            else "0",
+            "episodes taken over by another browser worker, rebuilt from the log",
         ),
         (
             "dead letters",

@@ -99,26 +99,28 @@ def ask(
     step: int = 1,
     task_id: str = "task-1",
     screenshot: bytes | None = None,
+    observed: bool = True,
 ) -> str:
-    """Produce the observation of step ``step - 1`` and the inference request of ``step``;
-    return the request's event id."""
+    """Produce the observation of step ``step - 1`` (unless ``observed`` is False: it is in the
+    log already) and the inference request of ``step``; return the request's event id."""
     observation_id = f"{episode_id}:{step - 1}:observation"
-    producer.produce(
-        settings.topic("observations"),
-        episode_id,
-        "observation",
-        {
-            "event_id": observation_id,
-            "episode_id": episode_id,
-            "step": step - 1,
-            "ts": now_ms(),
-            "screenshot": screenshot or jpeg((30, 90 + step % 100, 200)),
-            "width": 1280,
-            "height": 768,
-            "url": "http://a.webgym.test/",
-            "title": "Home",
-        },
-    )
+    if observed:
+        producer.produce(
+            settings.topic("observations"),
+            episode_id,
+            "observation",
+            {
+                "event_id": observation_id,
+                "episode_id": episode_id,
+                "step": step - 1,
+                "ts": now_ms(),
+                "screenshot": screenshot or jpeg((30, 90 + step % 100, 200)),
+                "width": 1280,
+                "height": 768,
+                "url": "http://a.webgym.test/",
+                "title": "Home",
+            },
+        )
     context = build_context(
         INSTRUCTION, [], Current(step, observation_id, "Home", "http://a.webgym.test/")
     )

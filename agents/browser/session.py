@@ -159,6 +159,23 @@ class EpisodeSession:
             return "; ".join(filter(None, [failure, self._take_notes()]))
         return self._take_notes()
 
+    async def apply(self, kind: str, record: dict[str, Any]) -> str | None:
+        """Run one browser operation event (``kind`` navigate: open its URL and run its page
+        set-up; act: perform its action); returns the action error, as the observation carries
+        it. The one way the worker, a migration's rebuild and a rerun run an operation."""
+        if kind == "navigate":
+            error = await self.navigate(record["url"], record["timeout_ms"])
+            if error is None and record.get("setup"):
+                error = await self.set_up(record["setup"])
+            return error
+        return await self.act(record["action"], record["timeout_ms"])
+
+    async def observe_for(self, record: dict[str, Any]) -> Snapshot:
+        """:meth:`observe` with the screenshot settings the operation event asks for."""
+        return await self.observe(
+            record.get("set_of_marks", False), record.get("screenshot_format", "jpeg")
+        )
+
     async def set_up(self, spec: str) -> str | None:
         """Run the page set-up ``spec`` names (``tasks.page_setup``: ``<name>[?seed=<n>]``, one
         of ``page_script.SETUPS``), seeded when it names a seed; a problem is an action error."""

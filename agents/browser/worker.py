@@ -6,7 +6,9 @@ committed only after the observation it produced (a failure observation included
 acknowledged by the broker; the committed position never passes a record still in flight. A
 browser that cannot serve an episode is reported as data (a failure observation, at most one per
 episode), not as an end; the worker keeps serving. Undecodable and out-of-order operations are
-dead-lettered, never run on a page.
+dead-lettered, never run on a page. An episode whose partition moves continues on its new owner,
+which rebuilds its page from the log (``agents.browser.migration``); one whose rebuilt page
+differs from the log fails with reason ``migration diverged at step k``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 from playwright.async_api import async_playwright
 
+from agents.browser.migration import read_episode_log
+from agents.browser.page_match import page_differences
 from agents.browser.pool import BrowserPool, PooledBrowser
 from agents.browser.session import (
     SCREENSHOT_TIMEOUT_MS,
@@ -44,9 +48,6 @@ log = logging.getLogger(__name__)
 
 GROUP_ID = "webgym-browser"
 TERMINAL_MEMORY = 100_000  # episode ids remembered as over, to ignore their late operations
-# An operation for an episode we do not hold may have raced the orchestrator's aborted event
-# (another topic, so no order between them): wait this long for it before reporting a failure.
-UNKNOWN_EPISODE_GRACE_S = 2.0
 # The event type each consumed topic carries, from the topic table.
 EXPECTED_TYPES = {
     "navigate": event_type("ops.navigate"),
@@ -84,8 +85,10 @@ class HeldEpisode:
     browser: PooledBrowser
     partition: int
     step: int = 0  # of the last operation answered with an observation
-    in_progress: int | None = None  # step of the operation being served, until it is answered
     url: str = ""  # as the last observation showed it
+    # Taken over from another worker: the rebuild's ms and the previous owner's last
+    # observation's ts, put in the timings of the next observation sent (then None).
+    migrated: tuple[float, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,11 @@ class BrowserWorker:
     events: it aborts the episode on the failure observation, and this worker reads ``episodes``
     only to close the context of an episode that finished or was aborted. Each worker reports at
     most one failure per episode and then ignores the episode's late operations.
+
+    Partitions that move (incremental assignment: only those) take their episodes along: the
+    worker giving them up closes those contexts without a word (:meth:`_hand_over`), the one
+    receiving them rebuilds each episode's page from the log at its next operation
+    (:meth:`_take_over`).
     """
 
     def __init__(
@@ -132,7 +140,7 @@ class BrowserWorker:
         self.ended_episodes: OrderedDict[str, None] = OrderedDict()
         self.last_taken = StepReference("act op", capacity=TERMINAL_MEMORY)
         self.offsets = OffsetTracker()
-        self.stats = {"observations": 0, "failures": 0, "dead_letters": 0}
+        self.stats = {"observations": 0, "failures": 0, "dead_letters": 0, "migrations": 0}
         self._queues: dict[str, asyncio.Queue[Operation]] = {}
         self._runners: dict[str, asyncio.Task] = {}
         self._queue_partition: dict[str, int] = {}
@@ -190,7 +198,7 @@ class BrowserWorker:
             finally:
                 stopped.cancel()
                 threads_stop.set()
-                await asyncio.to_thread(poller.join)  # leaves the group: held episodes fail
+                await asyncio.to_thread(poller.join)  # leaves the group: hands episodes over
                 runners = list(self._runners.values())
                 for runner in runners:
                     runner.cancel()
@@ -220,7 +228,7 @@ class BrowserWorker:
         finally:
             self._store_finished()
             try:
-                self.consumer.close()  # leaves the group: on_revoke fails what we hold
+                self.consumer.close()  # leaves the group: on_revoke hands our episodes over
             except KafkaException as exc:
                 log.warning("consumer close: %s", exc)
 
@@ -245,16 +253,16 @@ class BrowserWorker:
         log.info("assigned %s", sorted({tp.partition for tp in partitions}))
 
     def _on_revoke(self, consumer, partitions: list[TopicPartition]) -> None:
-        self._release(partitions, reason="rebalanced")
+        self._release(partitions)
         self._store_finished()
         commit_now(consumer)
 
     def _on_lost(self, consumer, partitions: list[TopicPartition]) -> None:
-        self._release(partitions, reason="partition lost")
+        self._release(partitions)
 
-    def _release(self, partitions: list[TopicPartition], reason: str) -> None:
+    def _release(self, partitions: list[TopicPartition]) -> None:
         numbers = {tp.partition for tp in partitions}
-        future = asyncio.run_coroutine_threadsafe(self._fail_partitions(numbers, reason), self.loop)
+        future = asyncio.run_coroutine_threadsafe(self._hand_over(numbers), self.loop)
         try:
             future.result(timeout=60)
         except Exception as exc:  # noqa: BLE001 - a revoke must complete whatever happened
@@ -359,23 +367,21 @@ class BrowserWorker:
         record = operation.record
         episode_id = record["episode_id"]
         held = self.held.get(episode_id)
-        if held is None and operation.kind == "act" and episode_id not in self.ended_episodes:
-            await asyncio.sleep(UNKNOWN_EPISODE_GRACE_S)
-            held = self.held.get(episode_id)
-            if held is None and episode_id not in self.ended_episodes:
-                await self._fail(
-                    episode_id,
-                    record["step"],
-                    "browser context lost: this worker does not hold the episode "
-                    "(a worker restarted or partitions moved)",
-                    operation,
-                )
-                return
         if episode_id in self.ended_episodes:
             self._finished(operation.tp, operation.offset)  # late operation of an ended episode
             return
-        if held is not None:
-            held.in_progress = record["step"]
+        if held is None and operation.kind == "act":
+            try:
+                async with self.budgets["act"]:
+                    held, answered = await self._take_over(operation)
+            except EpisodeFailure as failure:
+                await self._fail(episode_id, record["step"], failure.reason, operation)
+                return
+            if held is None:  # the log shows the episode over on the browser side
+                await self._forget_episode(episode_id)
+            if held is None or answered:
+                self._finished(operation.tp, operation.offset)
+                return
         timings = {"transit": float(max(0, operation.received_ms - record["ts"]))}
         # Every browser call has its own timeout; this bounds a page that stops answering at all.
         limit_s = record["timeout_ms"] / 1000 + SCREENSHOT_TIMEOUT_MS / 1000 + 10
@@ -395,26 +401,74 @@ class BrowserWorker:
             timings["total"] = (time.monotonic() - operation.received) * 1000
             await self._fail(episode_id, record["step"], failure.reason, operation, timings)
             return
-        held.step, held.in_progress, held.url = record["step"], None, snapshot.url
+        held.step, held.url = record["step"], snapshot.url
         timings.update(snapshot.timings_ms)
+        if held.migrated is not None:
+            rebuild_ms, last_ts = held.migrated
+            held.migrated = None
+            timings["migration"] = rebuild_ms
+            timings["migration_pause"] = float(max(0, now_ms() - last_ts))
         timings["total"] = (time.monotonic() - operation.received) * 1000
         self._emit_observation(record, snapshot, error, timings, operation)
 
     async def _operate(
         self, held: HeldEpisode, operation: Operation, timings: dict[str, float], started: float
     ) -> tuple[str | None, Snapshot]:
-        record = operation.record
-        if operation.kind == "navigate":
-            error = await held.session.navigate(record["url"], record["timeout_ms"])
-            if error is None and record.get("setup"):
-                error = await held.session.set_up(record["setup"])
-        else:
-            error = await held.session.act(record["action"], record["timeout_ms"])
+        error = await held.session.apply(operation.kind, operation.record)
         timings[operation.kind] = (time.monotonic() - started) * 1000
-        snapshot = await held.session.observe(
-            record.get("set_of_marks", False), record.get("screenshot_format", "jpeg")
+        return error, await held.session.observe_for(operation.record)
+
+    async def _take_over(self, operation: Operation) -> tuple[HeldEpisode | None, bool]:
+        """Rebuild, from the log, the page of an episode another worker served, to serve
+        ``operation`` (an act operation of an episode this worker does not hold).
+
+        The episode's navigation and act operations up to the last one answered run again in a
+        fresh context (:func:`agents.browser.migration.read_episode_log`, ``rebuild_plan``),
+        each rebuilt page checked against its logged observation with the replay tolerance.
+        Returns the episode, held now, and whether ``operation`` itself was already answered
+        (its observation is in the log: it is not run twice); ``(None, True)`` when the log
+        shows the episode over on the browser side (a failure observation). Raises
+        EpisodeFailure: ``migration diverged at step k`` when the page rebuilt for step k
+        differs from its observation, ``browser context lost`` when the log no longer holds
+        the episode's navigation (retention).
+        """
+        record = operation.record
+        episode_id, partition = record["episode_id"], operation.tp[1]
+        started = time.monotonic()
+        history = await asyncio.to_thread(
+            read_episode_log, self.settings, episode_id, partition, record["ts"]
         )
-        return error, snapshot
+        if history.failed is not None:
+            return None, True
+        if history.navigate is None:
+            raise EpisodeFailure(
+                "browser context lost: the episode's navigation is no longer in the log "
+                "(retention?), so its page cannot be rebuilt"
+            )
+        plan, reached = history.rebuild_plan(record["step"])
+        held = await self._open(history.navigate, partition)
+        for kind, op in plan:
+            await held.session.apply(kind, op)
+            snapshot = await held.session.observe_for(op)
+            differences, _ = page_differences(
+                history.pages.get(op["step"]), snapshot.url, snapshot.title, snapshot.screenshot
+            )
+            if differences:
+                raise EpisodeFailure(
+                    f"migration diverged at step {op['step']}: {'; '.join(differences)}"[:500]
+                )
+            held.url = snapshot.url
+        held.step = reached
+        held.migrated = ((time.monotonic() - started) * 1000, history.pages[reached].ts)
+        self.stats["migrations"] += 1
+        log.info(
+            "episode %s taken over at step %d: %d operations rebuilt in %.0f ms",
+            episode_id,
+            record["step"],
+            len(plan),
+            held.migrated[0],
+        )
+        return held, reached == record["step"]
 
     async def _open(self, record: dict[str, Any], partition: int) -> HeldEpisode:
         policy = UrlPolicy.for_episode(
@@ -444,7 +498,7 @@ class BrowserWorker:
             await session.close()
             await self.pool.release(pooled)
             raise EpisodeFailure("episode ended while its browser context was opening")
-        held = HeldEpisode(session, pooled, partition, in_progress=record["step"])
+        held = HeldEpisode(session, pooled, partition)
         self.held[record["episode_id"]] = held
         return held
 
@@ -495,16 +549,10 @@ class BrowserWorker:
 
         - an operation that failed (hang, crash, no context, unexpected error): that operation's
           step;
-        - an operation for an episode this worker does not hold (its browser state is gone,
-          after a worker restart or moved partitions): that operation's step, reason
-          ``browser context lost``;
-        - partitions revoked or lost (another member joined, or this worker is stopping): the
-          episodes held on them fail with reason ``rebalanced`` (or ``partition lost``) at the
-          step of their operation in progress, or at ``held.step + 1`` (the next step) when none
-          was in progress (:meth:`_fail_partitions`). The partition's next owner gets that
-          operation (redelivered: its offset was not committed) or the next one, does not hold
-          the episode and, unless the orchestrator's aborted event reached it first, reports
-          ``browser context lost`` under the same event id, which idempotent consumers drop.
+        - an episode taken over from another worker whose page cannot be rebuilt (diverged from
+          the log, or its navigation gone with retention): the step of the operation that came.
+
+        Partitions revoked or lost fail nothing: their episodes move (:meth:`_hand_over`).
         """
         if episode_id not in self.ended_episodes:
             held = self.held.get(episode_id)
@@ -532,13 +580,15 @@ class BrowserWorker:
             await held.session.close()
             await self.pool.release(held.browser)
 
-    async def _fail_partitions(self, partitions: set[int], reason: str) -> None:
-        """Stop everything on ``partitions``; fail the episodes whose browser we held.
+    async def _hand_over(self, partitions: set[int]) -> None:
+        """Give up everything on ``partitions``: their episodes go on with the partitions' next
+        owner, which rebuilds their pages from the log (:meth:`_take_over`).
 
-        Operations not yet answered are simply dropped: their offsets are not committed, so the
-        partition's next owner gets them. Each held episode fails at the step of its operation in
-        progress, else at the next step (``held.step + 1``): the step of the observation it now
-        waits for, never one already delivered. Returns once they are flushed (30 s at most).
+        Operations not yet answered are dropped: their offsets are not committed, so the next
+        owner gets them. The contexts held on those partitions close without a failure
+        observation, and the episodes are not remembered as ended (the partitions may come
+        back). Returns once every observation already produced is acknowledged (30 s at most),
+        so the next owner finds them in the log.
         """
         self.last_taken.forget(partitions)  # their next operations may follow another's
         cancelled = []
@@ -553,8 +603,9 @@ class BrowserWorker:
         await asyncio.gather(*cancelled, return_exceptions=True)
         for episode_id, held in list(self.held.items()):
             if held.partition in partitions:
-                step = held.step + 1 if held.in_progress is None else held.in_progress
-                await self._fail(episode_id, step, reason, None)
+                del self.held[episode_id]
+                await held.session.close()
+                await self.pool.release(held.browser)
         await asyncio.to_thread(self.producer.flush, 30)
 
     def _delivery_callback(self, tp: tuple[str, int], offset: int):

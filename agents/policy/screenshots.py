@@ -1,13 +1,27 @@
 """Screenshots from ``webgym.observations``, for the inference requests that refer to them.
 
 A request names each image by observation event id; the worker keeps recent screenshots in a
-bounded cache and puts the bytes into the request's messages before a backend sees them.
+bounded cache and puts the bytes into the request's messages before a backend sees them. A
+screenshot the worker never consumed (the episode's partition moved here from another worker, or
+a restart resumed past it) is read back from the log (:class:`ScreenshotBackfill`).
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections import OrderedDict
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+
+from infra.log_reader import TopicReader
+from infra.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# Producers stamp records with their own clocks: a read that starts this much early misses none.
+CLOCK_MARGIN_MS = 10_000
 
 CACHE_IMAGES = 2048
 
@@ -43,3 +57,74 @@ def resolve_images(messages: list[dict[str, Any]], images: ImageCache) -> list[d
             ]
         resolved.append({**message, "content": content})
     return resolved
+
+
+def episode_start_ms(settings: Settings, request: dict[str, Any]) -> int:
+    """The earliest time the request's episode can have started: its deadline less
+    ``episode_deadline_s`` (or, for a request without a deadline, its own time less that)."""
+    deadline = request.get("deadline_ts") or request["ts"]
+    return deadline - int(settings.episode_deadline_s * 1000) - CLOCK_MARGIN_MS
+
+
+class ScreenshotBackfill:
+    """Reads screenshots this worker never consumed back from the log into ``images``.
+
+    :meth:`want` asks for event ids on one partition of ``observations``, read from a time on
+    (the episode's start, :func:`episode_start_ms`): one read at a time, in the background, each
+    id asked for once. :meth:`waiting_for` says whether some of them are still being read, so a
+    request waits for its read rather than being answered with an error; an id the read did not
+    find is given up (the request is answered as before, with an error naming it).
+    """
+
+    def __init__(self, settings: Settings, images: ImageCache):
+        self._settings = settings
+        self._images = images
+        self._asked: OrderedDict[str, None] = OrderedDict()  # every id asked for (bounded)
+        self._reading: set[str] = set()  # ids whose read has not finished
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="backfill")
+        self.reads = 0
+        self.found = 0
+
+    def want(self, partition: int, since_ms: int, event_ids: Iterable[str]) -> None:
+        with self._lock:
+            new = [i for i in event_ids if i not in self._asked]
+            for event_id in new:
+                self._asked[event_id] = None
+                self._reading.add(event_id)
+            while len(self._asked) > CACHE_IMAGES:
+                self._asked.popitem(last=False)
+        if new:
+            self._pool.submit(self._read, partition, since_ms, set(new))
+
+    def waiting_for(self, event_ids: Iterable[str]) -> bool:
+        with self._lock:
+            return any(i in self._reading for i in event_ids)
+
+    def _read(self, partition: int, since_ms: int, wanted: set[str]) -> None:
+        found = 0
+        try:
+            suffixes = ["observations"]
+            with TopicReader(self._settings, suffixes, since_ms, partitions=[partition]) as reader:
+                for item in reader.read_to_end():
+                    record = item.event.record
+                    if item.event.event_type and record.get("event_id") in wanted:
+                        if record.get("screenshot"):
+                            self._images.put(record["event_id"], record["screenshot"])
+                            found += 1
+        except Exception as exc:  # noqa: BLE001 - a failed read leaves the requests to their error
+            log.warning("reading screenshots back from partition %d: %s", partition, exc)
+        finally:
+            with self._lock:
+                self._reading -= wanted
+                self.reads += 1
+                self.found += found
+        log.info(
+            "read %d of %d screenshots back from the log (partition %d)",
+            found,
+            len(wanted),
+            partition,
+        )
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)

@@ -32,7 +32,12 @@ from agents.policy.backend_call import (
 )
 from agents.policy.backends import ChatRequest, Generation, greedy
 from agents.policy.inferences import inference_event
-from agents.policy.screenshots import ImageCache, resolve_images
+from agents.policy.screenshots import (
+    ImageCache,
+    ScreenshotBackfill,
+    episode_start_ms,
+    resolve_images,
+)
 from agents.policy.versions import (
     PinnedUnavailable,
     PinnedVersions,
@@ -53,6 +58,9 @@ from schemas.serde import EventDecodeError, SchemaCatalog, default_catalog
 
 log = logging.getLogger(__name__)
 
+# A screenshot missing this long after its request came is read back from the log: normally the
+# observation is consumed before the request it answers, or within milliseconds of it.
+BACKFILL_AFTER_S = 2.0
 # The event type each consumed topic carries, from the topic table.
 EXPECTED_TYPES = {"infer": event_type("ops.infer"), "observations": event_type("observations")}
 
@@ -107,10 +115,12 @@ class PolicyWorker:
     The worker is a member of the ``webgym-policy`` consumer group over ``ops.infer`` and
     ``observations``; the range assignor gives it the same partitions of both, so the screenshots
     an episode's requests refer to arrive at the worker that serves them (kept in a bounded
-    cache). A request waits at most ``image_wait_s`` for its screenshots; after that it is
-    answered with an error inference rather than stalling. Known limit: after a restart, a
-    redelivered request whose screenshot was consumed (and committed) before the crash gets an
-    error inference (``observation ... not available``).
+    cache). A screenshot still missing ``BACKFILL_AFTER_S`` after its request came (the
+    episode's partition moved here, or a restart resumed past it) is read back from the log
+    (:class:`agents.policy.screenshots.ScreenshotBackfill`): an episode's state here is its
+    screenshots, so a moved episode goes on. A request waits at most ``image_wait_s`` for its
+    screenshots (longer only while their read back runs); after that it is answered with an
+    error inference rather than stalling.
 
     Requests are served in batches on a backend (local ``transformers``, OpenAI-compatible HTTP,
     ...). Every reply is parsed strictly; a reply that does not parse is recorded with its parse
@@ -137,6 +147,7 @@ class PolicyWorker:
             settings.topic("observations"): "observations",
         }
         self.images = ImageCache()
+        self.backfill = ScreenshotBackfill(settings, self.images)
         self.offsets = OffsetTracker()
         self.last_requests = StepReference("infer request")
         self.infer_timeout_s = config.infer_timeout_s or settings.policy_infer_timeout_s
@@ -231,6 +242,7 @@ class PolicyWorker:
                 self.producer.flush(30)
                 self._store_finished(consumer)
                 consumer.close()
+                self.backfill.close()
                 follower_stop.set()
                 if follower.is_alive():
                     follower.join(timeout=5)
@@ -248,6 +260,8 @@ class PolicyWorker:
             "policy_name": self.config.policy_name,
             "backend": self.config.backend_name,
             **self.stats,
+            "screenshot_reads": self.backfill.reads,  # reads back from the log
+            "screenshots_read_back": self.backfill.found,
         }
 
     def _slot_free(self, serving: int) -> bool:
@@ -319,14 +333,19 @@ class PolicyWorker:
         return self.last_requests.refusal(record["episode_id"], record["step"], partition, 1)
 
     def _take_ready(self, pending: list[Pending]) -> list[Pending]:
-        """Up to one batch of requests whose screenshots are here (or waited long enough)."""
+        """Up to one batch of requests whose screenshots are here (or waited long enough); asks
+        for missing screenshots to be read back from the log once they are overdue."""
         batch = []
         for item in list(pending):
-            ids = item.record["observation_event_ids"]
+            missing = [
+                i for i in item.record["observation_event_ids"] if self.images.get(i) is None
+            ]
             waited = time.monotonic() - item.received
-            if (
-                all(self.images.get(i) is not None for i in ids)
-                or waited > self.config.image_wait_s
+            if missing and waited > BACKFILL_AFTER_S:
+                since = episode_start_ms(self.settings, item.record)
+                self.backfill.want(item.tp[1], since, missing)
+            if not missing or (
+                waited > self.config.image_wait_s and not self.backfill.waiting_for(missing)
             ):
                 batch.append(item)
                 pending.remove(item)

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from analytics.stats import read_figures
 from commands.check import check_run
 from commands.children import Child
 from commands.local_run import RunOptions, RunSummary, run_local
@@ -41,16 +42,27 @@ def pytest_terminal_summary(terminalreporter):
     if not ROWS:
         return
     terminalreporter.section("chaos: fault table")
-    header = "fault | in flight | started | ended | lost | duplicates after dedup | recovery s"
+    header = (
+        "fault | in flight | started | ended | lost | duplicates after dedup | aborted | "
+        "migrations (pause p50/p99 ms) | recovery s"
+    )
     terminalreporter.write_line(header)
     for row in ROWS:
         recovery = "-" if row["recovery_s"] is None else f"{row['recovery_s']:.1f}"
         terminalreporter.write_line(
             f"{row['fault']} | {row['in_flight']} | {row['started']} | {row['ended']} | "
-            f"{row['lost']} | {row['duplicates_after_dedup']} | {recovery}"
+            f"{row['lost']} | {row['duplicates_after_dedup']} | {row['aborted']} | "
+            f"{row['migrations']} ({_ms(row['migration_pause_ms']['p50'])}/"
+            f"{_ms(row['migration_pause_ms']['p99'])}) | {recovery}"
         )
+        for reason, count in row["aborted_reasons"].items():
+            terminalreporter.write_line(f"  aborted {count}: {reason}")
         if "memory" in row:
             terminalreporter.write_line(f"  memory: {json.dumps(row['memory'])}")
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
 
 
 @pytest.fixture
@@ -101,6 +113,21 @@ def recovery_s(settings: Settings, run_id: str, struck_ms: list[int]) -> float |
     return (min(ends) - last) / 1000 if ends else None
 
 
+def aborted_reasons(settings: Settings, run_id: str) -> dict[str, int]:
+    """Why the run's aborted episodes ended (the end event's reason), with how many each."""
+    reasons: dict[str, int] = {}
+    for event in read_topic(settings, "episodes"):
+        record = event.record
+        if (
+            event.event_type
+            and record["kind"] == "aborted"
+            and record["episode_id"].startswith(f"{run_id}-")
+        ):
+            reason = record.get("reason") or "?"
+            reasons[reason] = reasons.get(reason, 0) + 1
+    return reasons
+
+
 def chaos_run(
     settings: Settings,
     options: RunOptions,
@@ -109,9 +136,11 @@ def chaos_run(
     request: pytest.FixtureRequest | None = None,
 ) -> ChaosResult:
     """Run the loop with ``strike`` called on every progress tick, then check the log."""
+    started_ms = int(time.time() * 1000)
     summary = run_local(settings, options, on_progress=strike, start_stack=False)
     report = check_run(settings, run_id=summary.run_id)
     counts = report.counts
+    migrations = read_figures(settings, summary.run_id, started_ms - 60_000)["migrations"]
     row = {
         "fault": fault.name,
         "in_flight": options.in_flight,
@@ -125,6 +154,9 @@ def chaos_run(
         "dead_letters": counts["dead_letters"],
         "faults": len(fault.struck_ms),
         "recovery_s": recovery_s(settings, summary.run_id, fault.struck_ms),
+        "aborted_reasons": aborted_reasons(settings, summary.run_id),
+        "migrations": migrations["count"],
+        "migration_pause_ms": {p: migrations["pause_ms"][p] for p in ("p50", "p99")},
         "violations": [str(v) for v in report.violations][:20],
     }
     ROWS.append(row)

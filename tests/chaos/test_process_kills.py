@@ -46,10 +46,13 @@ def test_a_browser_worker_killed_mid_episode_and_replaced_loses_nothing(run_sett
     strike = _kill_once(fault, "browser worker", "assigned", after_ended=8)
     result = chaos_run(run_settings, _options("bw"), fault, strike, request)
     assert fault.struck_ms
-    # Episodes whose page died with the worker are aborted with the reason (the new worker does
-    # not hold their context); operations it had not taken yet are re-delivered and served.
-    # Either way none is lost (how many are aborted depends on the moment of the kill).
+    # The new worker rebuilds the pages of the dead one's episodes from the log and goes on;
+    # operations the dead one had not answered are re-delivered and served. An episode is
+    # aborted only when its rebuilt page differs from the log, and says so.
     assert_nothing_lost(result, EPISODES)
+    assert result.row["migrations"] > 0, result.row
+    for reason in result.row["aborted_reasons"]:
+        assert "migration diverged at step" in reason, result.row["aborted_reasons"]
 
 
 def test_the_stream_processors_killed_three_times_lose_nothing(run_settings, request):

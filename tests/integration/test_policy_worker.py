@@ -152,3 +152,27 @@ def test_scripted_policy_serves_ground_truth_actions(settings, producer, make_co
     assert event["action"]["kind"] == "navigate"
     assert event["action"]["url"].endswith(first_page)
     assert event["memory"].startswith("opened 0 of")
+
+
+def test_a_screenshot_consumed_before_a_restart_is_read_back_from_the_log(
+    settings, producer, make_consumer
+):
+    factory = backend_factory(BackendOptions("scripted", sites_count=2))
+    task = generate_tasks(generate_sites(count=2))[0]
+    episode = f"back-{uuid.uuid4().hex[:8]}"
+    first = _worker(settings, factory, "scripted")
+    with running(first):
+        ask(settings, producer, episode, task_id=task["task_id"])
+        assert _inferences(settings, make_consumer, [episode])[episode]["backend_error"] is None
+        time.sleep(1.5)  # the worker commits what it consumed every 500 ms
+    # The request comes again (a re-sent copy), to a worker of the same group that resumes past
+    # the screenshot: it is not in its cache, so it is read back from the log.
+    second = PolicyWorker(settings, first.config, factory)
+    with running(second):
+        ask(settings, producer, episode, task_id=task["task_id"], observed=False)
+        consumer = make_consumer(f"inf-{uuid.uuid4().hex[:8]}", [settings.topic("inferences")])
+        both = drain(consumer, 2, 120, where=lambda e: e.record["episode_id"] == episode)
+    event = both[1].record  # the second worker's answer
+    assert event["backend_error"] is None, event["backend_error"]
+    assert event["action"]["kind"] == "navigate"
+    assert second.backfill.found == 1

@@ -6,7 +6,8 @@ import io
 from PIL import Image, ImageDraw
 
 from analytics.replay import Frame
-from analytics.rerun import PIXEL_TOLERANCE, compare_page, compare_screenshots
+from agents.browser.page_match import PIXEL_TOLERANCE, compare_screenshots
+from analytics.rerun import compare_page
 from tests.samples import step_record
 
 W, H = 400, 250

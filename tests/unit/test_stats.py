@@ -393,8 +393,15 @@ def test_the_wilson_interval_matches_known_values():
 
 
 def _marked_episode(stats, episode: str, version: int, reward: float, purpose: str) -> None:
-    started = {"event_id": f"{episode}:started", "episode_id": episode, "ts": 100,
-               "kind": "started", "task_id": "t", "purpose": purpose, "phase": None}
+    started = {
+        "event_id": f"{episode}:started",
+        "episode_id": episode,
+        "ts": 100,
+        "kind": "started",
+        "task_id": "t",
+        "purpose": purpose,
+        "phase": None,
+    }
     scored = {"event_id": f"{episode}:scored", "episode_id": episode, "step": 1, "ts": 2_000,
               "task_id": "t", "website": "w", "difficulty": "easy", "reward": reward,
               "aborted": False, "judge_error": None, "blocked": False, "started_ts": 100,
@@ -439,3 +446,24 @@ def test_without_eval_episodes_there_is_no_heldout_figure():
     _marked_episode(stats, "tr-000000", 2, 1.0, "train")
     assert stats.figures()["heldout"]["judged"] == 0
     assert stats.figures()["heldout"]["ci_low"] is None
+
+
+def test_migrations_are_counted_with_their_pause(events):
+    migrated = [
+        (
+            "observations",
+            _observation(
+                f"{RUN}-m{i}", 2, 90_000 + i, migration=300.0 + i, migration_pause=1000.0 * (i + 1)
+            ),
+        )
+        for i in range(4)
+    ]
+    figures = fold(events + migrated, RUN).figures()
+    migrations = figures["migrations"]
+    assert migrations["count"] == 4
+    assert (migrations["pause_ms"]["p50"], migrations["pause_ms"]["p99"]) == (2000.0, 4000.0)
+    assert migrations["rebuild_ms"]["max"] == 303.0
+    assert fold(events, RUN).figures()["migrations"]["count"] == 0
+    console = Console(file=io.StringIO(), width=200)
+    console.print(render(figures))
+    assert "4 (pause p50 2,000 ms, p99 4,000 ms)" in console.file.getvalue()
