@@ -1,5 +1,5 @@
 # The two set-up commands of the README. Both install what is missing first (infra/bootstrap.sh).
-.PHONY: run test soak soak-short bench
+.PHONY: run test soak soak-short scale-out bench
 
 run:  ## run the main job on the local stack
 	infra/bootstrap.sh
@@ -19,6 +19,11 @@ soak-short:  ## CI's soak: the same test with 120 episodes, a fresh browser ever
 	infra/bootstrap.sh
 	.venv/bin/webgym up
 	WEBGYM_CHAOS_SOAK_EPISODES=120 WEBGYM_BROWSER_RECYCLE_AFTER=40 .venv/bin/pytest -m soak
+
+scale-out:  ## the scale-out fault table: the loop on a local three-node cluster while workers and brokers come and go, recorded in bench/results/scale_out_faults.json
+	infra/bootstrap.sh
+	.venv/bin/webgym up
+	WEBGYM_FAULT_TABLE=bench/results/scale_out_faults.json .venv/bin/pytest tests/chaos/test_cluster.py
 
 bench:  ## benchmarks; results land in bench/results/*.json
 	infra/bootstrap.sh

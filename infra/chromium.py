@@ -19,6 +19,9 @@ CHROMIUM_ARGS = (
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
+    # A wheel scrolls at once, not in an animation a screenshot may catch half-way: the page an
+    # observation shows is the page a rebuild from the log shows again.
+    "--disable-smooth-scrolling",
 )
 
 

@@ -15,6 +15,28 @@ from playwright.async_api import Page
 
 MAX_WAIT_S = 10.0
 DEFAULT_SCROLL_PX = 500
+# Resolves once the scroll offsets of the element under the point and of its ancestors (the
+# page's included) stayed the same for three animation frames (five at least), or after 60:
+# a wheel event returns before the page has scrolled.
+SCROLL_SETTLED = """([x, y]) => new Promise((resolve) => {
+  const offsets = () => {
+    const parts = [window.scrollX, window.scrollY];
+    for (let el = document.elementFromPoint(x, y); el; el = el.parentElement) {
+      parts.push(el.scrollLeft, el.scrollTop);
+    }
+    return parts.join(",");
+  };
+  let last = offsets(), still = 0, frames = 0;
+  const tick = () => {
+    const now = offsets();
+    still = now === last ? still + 1 : 0;
+    last = now;
+    frames += 1;
+    if ((still >= 3 && frames >= 5) || frames >= 60) resolve(true);
+    else requestAnimationFrame(tick);
+  };
+  requestAnimationFrame(tick);
+})"""
 KEY_NAMES = {
     "ctrl": "Control",
     "control": "Control",
@@ -113,6 +135,7 @@ async def perform(page: Page, action: dict[str, Any], viewport: dict[str, int]) 
             raise ActionRefused(f"scroll direction '{direction}' is not up/down/left/right")
         await page.mouse.move(*point)
         await page.mouse.wheel(*deltas[direction])
+        await page.evaluate(SCROLL_SETTLED, list(point))
     elif kind == "wait":
         await asyncio.sleep(min(max(action.get("seconds") or 1.0, 0.0), MAX_WAIT_S))
     elif kind == "answer":

@@ -11,9 +11,11 @@ duplicates after deduplication, recovery time), printed at the end of the sessio
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +27,7 @@ from commands.children import Child
 from commands.local_run import RunOptions, RunSummary, run_local
 from infra.consumer import watermarks
 from infra.log_reader import read_topic
+from infra.provenance import write_result
 from infra.settings import Settings
 from infra.topic_admin import build_admin
 from tests.e2e.conftest import isolated_settings, run_options
@@ -41,6 +44,8 @@ def pytest_collection_modifyitems(items):
 def pytest_terminal_summary(terminalreporter):
     if not ROWS:
         return
+    if os.environ.get("WEBGYM_FAULT_TABLE"):  # a benchmark's run: the table as a result file
+        write_result(Path(os.environ["WEBGYM_FAULT_TABLE"]), {"rows": ROWS})
     terminalreporter.section("chaos: fault table")
     header = (
         "fault | in flight | started | ended | lost | duplicates after dedup | aborted | "

@@ -5,6 +5,11 @@ Faults on a real cluster: a broker leading a partition SIGKILLed while acknowled
 produced, and the active controller SIGKILLed. Every acknowledged record is found afterwards,
 `webgym status` shows the lost node as under-replicated partitions, and `webgym up` brings the
 node back until none is under-replicated.
+
+Then the scale-out battery: the whole loop runs on the cluster (24 episodes, 8 in flight, the
+scripted policy) while workers are added, removed and killed and brokers are lost; each run is a
+row of the fault table (lost, conflicting duplicates, aborted and why, migrations and their
+pause, recovery) and ends with `webgym check` on its log.
 """
 
 from __future__ import annotations
@@ -23,13 +28,15 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from commands.children import settings_env
+from commands.children import Child, settings_env
 from infra import stack
 from infra.kafka_config import client_config
 from infra.settings import Settings
 from infra.stack.kafka import LocalKafka
 from infra.stack.process import port_is_free
 from infra.topic_admin import describe_topics, view_cluster
+from tests.chaos.conftest import Fault, assert_nothing_lost, chaos_options, chaos_run
+from tests.e2e.conftest import isolated_settings
 
 NODES = 3
 
@@ -214,6 +221,140 @@ def test_the_cluster_serves_on_when_the_active_controller_is_killed(cluster: Set
     restarted = _cli(cluster, "up")
     assert restarted.returncode == 0, restarted.stderr
     _wait_all_in_sync(cluster)
+
+
+# -- the scale-out battery: the loop on the cluster ---------------------------------------------
+
+EPISODES = 24
+
+
+def _battery(cluster: Settings, tag: str, fault: Fault, strike, request, **extra):
+    with isolated_settings(cluster) as settings:
+        options = chaos_options(tag, episodes=EPISODES, in_flight=8, seed=5, **extra)
+        return chaos_run(settings, options, fault, strike, request)
+
+
+def _add(children: dict[str, Child], name: str, like: str) -> Child:
+    """Start one more worker, the same command as the child ``like``, as a user would."""
+    model = children[like]
+    child = Child.start(name.replace(" ", "-"), model.argv, model.env, model.log.parent)
+    children[name] = child  # the run checks it and stops it at the end
+    return child
+
+
+def _remove(children: dict[str, Child], name: str, kill: bool = False) -> None:
+    child = children.pop(name)  # not a crash of the run: it is meant to go
+    child.kill() if kill else child.stop()
+
+
+def _assert_none_aborted(result) -> None:
+    assert_nothing_lost(result, EPISODES)
+    assert result.row["aborted"] == 0, result.row["aborted_reasons"]
+
+
+def test_browser_workers_added_mid_run_abort_nothing(cluster: Settings, request):
+    fault = Fault("add a 2nd and a 3rd browser worker mid-run")
+
+    def strike(summary, children):
+        due = (6, 12)
+        if len(fault.struck_ms) < 2 and summary.ended >= due[len(fault.struck_ms)]:
+            _add(children, f"browser worker {len(fault.struck_ms) + 2}", "browser worker")
+            fault.mark()
+
+    result = _battery(cluster, "add", fault, strike, request)
+    assert len(fault.struck_ms) == 2
+    _assert_none_aborted(result)
+    assert result.row["migrations"] > 0, result.row
+
+
+def test_a_browser_worker_stopped_with_sigterm_hands_its_episodes_over(cluster: Settings, request):
+    fault = Fault("remove one browser worker of two with SIGTERM")
+
+    def strike(summary, children):
+        if summary.ended >= 8 and not fault.struck_ms:
+            _remove(children, "browser worker 2")
+            fault.mark()
+
+    result = _battery(cluster, "term", fault, strike, request, browser_workers=2)
+    assert fault.struck_ms
+    _assert_none_aborted(result)
+    assert result.row["migrations"] > 0, result.row
+
+
+def test_a_browser_worker_killed_leaves_its_episodes_to_the_other(cluster: Settings, request):
+    fault = Fault("SIGKILL one browser worker of two")
+
+    def strike(summary, children):
+        if summary.ended >= 8 and not fault.struck_ms:
+            _remove(children, "browser worker 2", kill=True)
+            fault.mark()
+
+    result = _battery(cluster, "bkill", fault, strike, request, browser_workers=2)
+    assert fault.struck_ms
+    assert_nothing_lost(result, EPISODES)
+    assert result.row["migrations"] > 0, result.row
+    for reason in result.row["aborted_reasons"]:  # only pages the log cannot rebuild
+        assert "migration diverged at step" in reason, result.row["aborted_reasons"]
+
+
+def test_policy_workers_added_and_removed_abort_nothing(cluster: Settings, request):
+    fault = Fault("add a 2nd policy worker, then stop the 1st")
+
+    def strike(summary, children):
+        if summary.ended >= 6 and not fault.struck_ms:
+            _add(children, "policy worker 2", "policy worker").wait_for("assigned", 120)
+            fault.mark()
+        elif summary.ended >= 14 and len(fault.struck_ms) == 1:
+            _remove(children, "policy worker")
+            fault.mark()
+
+    result = _battery(cluster, "padd", fault, strike, request)
+    assert len(fault.struck_ms) == 2
+    _assert_none_aborted(result)
+
+
+def _broker_fault(cluster: Settings, name: str, tag: str, pick, request) -> None:
+    fault = Fault(name)
+    killed: list[int] = []
+
+    def strike(summary, children):
+        if summary.ended >= 6 and not killed:
+            killed.append(pick())
+            _sigkill(cluster, killed[0])
+            fault.mark()
+        elif summary.ended >= 14 and len(fault.struck_ms) == 1:
+            restarted = _cli(cluster, "up")
+            assert restarted.returncode == 0, restarted.stderr
+            fault.mark()
+
+    result = _battery(cluster, tag, fault, strike, request)
+    assert len(fault.struck_ms) == 2
+    _assert_none_aborted(result)
+    _wait_all_in_sync(cluster)
+
+
+def test_a_broker_killed_and_restarted_mid_run_aborts_nothing(cluster: Settings, request):
+    def a_leader() -> int:  # a broker that leads partitions of the run's topics
+        metadata = AdminClient(client_config(cluster.bootstrap_servers)).list_topics(timeout=10)
+        return next(
+            p.leader
+            for name, topic in sorted(metadata.topics.items())
+            if name.endswith(".ops.act")
+            for p in topic.partitions.values()
+        )
+
+    _broker_fault(cluster, "SIGKILL one broker of three, restarted later", "brk", a_leader, request)
+
+
+def test_the_active_controller_killed_mid_run_aborts_nothing(cluster: Settings, request):
+    nodes = [_node(cluster, n) for n in range(1, NODES + 1)]
+    _broker_fault(
+        cluster,
+        "SIGKILL the active controller, restarted later",
+        "ctl",
+        lambda: stack.active_controller(nodes),
+        request,
+    )
 
 
 def test_the_cluster_stops_and_starts_again_from_its_state(cluster: Settings, tmp_path: Path):
