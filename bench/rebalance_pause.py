@@ -8,7 +8,8 @@ third; observations per second are reported with 1, 2 and 3 browser workers. For
 join it reads the log and reports the longest gap between consecutive records of the stream
 that group produces (Faust: the orchestrator's operations; browsers: observations) in the 40 s
 after the join, against the longest gap in the 20 s before it; and the run's terminations
-(episodes on partitions a browser gives up end `rebalanced`). The machine is CPU-bound: the
+(episodes on partitions that move migrate to their new owner, which rebuilds their pages from
+the log; the run's migrations and their pause are reported too). The machine is CPU-bound: the
 figure to watch is the stall, not the gain.
 
 Writes bench/results/rebalance_pause.json. Run: `.venv/bin/python -m bench.rebalance_pause`
@@ -24,6 +25,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from analytics.stats import percentile
 from commands.children import WORKER_CLI, faust_argv
 from commands.local_run import LocalLoop, RunFollower, RunOptions, send_target
 from infra.log_reader import read_topic
@@ -85,10 +87,16 @@ def _one_run(settings: Settings, episodes: int, repetition: int) -> dict[str, An
         for e in read_topic(settings, suffix)
         if e.timestamp_ms and e.record.get("episode_id", "").startswith(options.run_id)
     ]
-    observations = [
-        e.timestamp_ms
+    mine = [
+        e
         for e in read_topic(settings, "observations")
         if e.timestamp_ms and e.record.get("episode_id", "").startswith(options.run_id)
+    ]
+    observations = [e.timestamp_ms for e in mine]
+    pauses = [
+        e.record["timings_ms"]["migration_pause"]
+        for e in mine
+        if "migration_pause" in (e.record.get("timings_ms") or {})
     ]
     aborted = Counter(
         e.record["reason"]
@@ -113,6 +121,10 @@ def _one_run(settings: Settings, episodes: int, repetition: int) -> dict[str, An
         "joins": rows,
         "terminations": terminations,
         "aborted_reasons": dict(aborted),
+        "migrations": {
+            "count": len(pauses),
+            "pause_ms": {"p50": percentile(pauses, 50), "p99": percentile(pauses, 99)},
+        },
         "observations_per_s": per_s,
         "wall_s": wall_s,
     }
@@ -163,6 +175,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         }
         for group in ("faust", "browser")
     }
+    summary["aborted"] = [sum(run["aborted_reasons"].values()) for run in runs]
+    summary["migrations"] = [run["migrations"] for run in runs]
     summary["observations_per_s"] = {
         phase: statistics.median(run["observations_per_s"][phase] for run in runs)
         for phase in runs[0]["observations_per_s"]
