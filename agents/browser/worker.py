@@ -446,6 +446,7 @@ class BrowserWorker:
                 "(retention?), so its page cannot be rebuilt"
             )
         plan, reached = history.rebuild_plan(record["step"])
+        read_ms = (time.monotonic() - started) * 1000
         held = await self._open(history.navigate, partition)
         for kind, op in plan:
             await held.session.apply(kind, op)
@@ -462,11 +463,13 @@ class BrowserWorker:
         held.migrated = ((time.monotonic() - started) * 1000, history.pages[reached].ts)
         self.stats["migrations"] += 1
         log.info(
-            "episode %s taken over at step %d: %d operations rebuilt in %.0f ms",
+            "episode %s taken over at step %d: %d operations rebuilt in %.0f ms (%.0f ms "
+            "reading the log)",
             episode_id,
             record["step"],
             len(plan),
             held.migrated[0],
+            read_ms,
         )
         return held, reached == record["step"]
 
