@@ -23,7 +23,7 @@ soak-short:  ## CI's soak: the same test with 120 episodes, a fresh browser ever
 scale-out:  ## the scale-out fault table: the loop on a local three-node cluster while workers and brokers come and go, recorded in bench/results/scale_out_faults.json
 	infra/bootstrap.sh
 	.venv/bin/webgym up
-	WEBGYM_FAULT_TABLE=bench/results/scale_out_faults.json .venv/bin/pytest tests/chaos/test_cluster.py
+	WEBGYM_SCALE_OUT_EPISODES=24 WEBGYM_FAULT_TABLE=bench/results/scale_out_faults.json .venv/bin/pytest tests/chaos/test_cluster.py
 
 bench:  ## benchmarks; results land in bench/results/*.json
 	infra/bootstrap.sh
