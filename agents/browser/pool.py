@@ -34,6 +34,15 @@ class BrowserPool:
         self._launching = asyncio.Lock()  # concurrent navigations must share one new browser
         self.launched = 0
 
+    async def warm(self) -> None:
+        """Launch the first browser now, so that the first episode (or the first taken over
+        when this worker joins a running group) does not wait for Chromium to start."""
+        async with self._launching:
+            if self._current is None:
+                pooled = await self._acquire()
+                pooled.served -= 1
+                pooled.open -= 1
+
     async def acquire(self) -> PooledBrowser:
         """The browser a new context should use (one context is counted as opened)."""
         async with self._launching:

@@ -176,6 +176,7 @@ class BrowserWorker:
         )
         async with async_playwright() as playwright:
             self.pool = BrowserPool(playwright, self.settings, self.config.chromium_args)
+            await self.pool.warm()  # before joining: partitions may come with episodes
             threads_stop = threading.Event()
             poller = threading.Thread(target=self._poll_loop, args=(threads_stop,), daemon=True)
             deliveries = threading.Thread(
