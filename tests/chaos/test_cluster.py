@@ -236,13 +236,16 @@ def test_browser_workers_added_mid_run_abort_nothing(cluster: Settings, request)
     def strike(summary, children):
         due = (EARLY, MIDWAY)
         if len(fault.struck_ms) < 2 and summary.ended >= due[len(fault.struck_ms)]:
-            _add(children, f"browser worker {len(fault.struck_ms) + 2}", "browser worker")
+            name = f"browser worker {len(fault.struck_ms) + 2}"
+            # Joined mid-run: the run goes on once the newcomer holds its partitions.
+            _add(children, name, "browser worker").wait_for("assigned", 120)
             fault.mark()
 
     result = _battery(cluster, "add", fault, strike, request)
     assert len(fault.struck_ms) == 2
+    # How many episodes move depends on which partitions held episodes at the join (0 in one
+    # CI run); none may abort either way.
     _assert_none_aborted(result)
-    assert result.row["migrations"] > 0, result.row
 
 
 @pytest.mark.parametrize("kill", [False, True], ids=["sigterm", "sigkill"])
