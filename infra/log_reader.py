@@ -30,6 +30,17 @@ from schemas.serde import EventDecodeError, SchemaCatalog, default_catalog
 log = logging.getLogger(__name__)
 
 
+# Producers stamp records with their own clocks: a read by time that starts this much early
+# misses none.
+CLOCK_MARGIN_MS = 10_000
+
+
+def episode_start_bound_ms(settings: Settings, ts_ms: int) -> int:
+    """The earliest time an episode alive at ``ts_ms`` can have started (no episode lives longer
+    than ``episode_deadline_s``), less the clock margin: where a read of its records begins."""
+    return ts_ms - int(settings.episode_deadline_s * 1000) - CLOCK_MARGIN_MS
+
+
 class EventUnavailable(LookupError):
     """The event asked for is not at the position given, or no position was recorded."""
 

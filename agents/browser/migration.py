@@ -15,11 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.log_reader import TopicReader
+from infra.log_reader import CLOCK_MARGIN_MS, TopicReader, episode_start_bound_ms
 from infra.settings import Settings
-
-# Producers stamp records with their own clocks: a read that starts this much early misses none.
-CLOCK_MARGIN_MS = 10_000
 
 
 @dataclass(frozen=True)
@@ -84,7 +81,7 @@ def read_episode_log(
     more. Reads the records that are in the log when it starts; a previous owner that left
     flushed its observations before giving the partition up, and one that died writes no more.
     """
-    since = op_ts_ms - int(settings.episode_deadline_s * 1000) - CLOCK_MARGIN_MS
+    since = episode_start_bound_ms(settings, op_ts_ms)
     with TopicReader(settings, ["ops.navigate"], since, partitions=[partition]) as reader:
         navigations = [
             item.event

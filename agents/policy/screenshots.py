@@ -15,13 +15,10 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from infra.log_reader import TopicReader
+from infra.log_reader import TopicReader, episode_start_bound_ms
 from infra.settings import Settings
 
 log = logging.getLogger(__name__)
-
-# Producers stamp records with their own clocks: a read that starts this much early misses none.
-CLOCK_MARGIN_MS = 10_000
 
 CACHE_IMAGES = 2048
 
@@ -62,8 +59,7 @@ def resolve_images(messages: list[dict[str, Any]], images: ImageCache) -> list[d
 def episode_start_ms(settings: Settings, request: dict[str, Any]) -> int:
     """The earliest time the request's episode can have started: its deadline less
     ``episode_deadline_s`` (or, for a request without a deadline, its own time less that)."""
-    deadline = request.get("deadline_ts") or request["ts"]
-    return deadline - int(settings.episode_deadline_s * 1000) - CLOCK_MARGIN_MS
+    return episode_start_bound_ms(settings, request.get("deadline_ts") or request["ts"])
 
 
 class ScreenshotBackfill:
