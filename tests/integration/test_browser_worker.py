@@ -16,6 +16,7 @@ from PIL import Image
 from playwright.async_api import async_playwright
 
 from agents.browser.pool import BrowserPool
+from analytics.replay import episode_partition
 from bench.fleet import WorkerProcess, worker_env
 from infra.consumer import EventConsumer, build_consumer
 from infra.dead_letters import DeadLetterRouter
@@ -66,6 +67,18 @@ def episodes(settings, producer):
 
 def _episode(name: str) -> str:
     return f"{name}-{uuid.uuid4().hex[:8]}"
+
+
+def _episodes_on_every_partition(name: str, partitions: int, per_partition: int) -> list[str]:
+    """Episode ids, ``per_partition`` of them in each partition, so any share of the group
+    holds some (random ids leave a partition empty in about 1 run in 11 for 6 ids on 3)."""
+    chosen: dict[int, list[str]] = {p: [] for p in range(partitions)}
+    while any(len(ids) < per_partition for ids in chosen.values()):
+        episode_id = _episode(name)
+        ids = chosen[episode_partition(episode_id, partitions)]
+        if len(ids) < per_partition:
+            ids.append(episode_id)
+    return [episode_id for ids in chosen.values() for episode_id in ids]
 
 
 def _mark(observation: dict, name: str) -> dict:
@@ -227,7 +240,7 @@ def test_a_killed_worker_s_episodes_continue_on_its_replacement(
 
 def test_moved_episodes_continue_on_their_new_owner(start_worker, episodes, practice_web):
     start_worker()
-    names = [_episode(f"move{i}") for i in range(6)]
+    names = _episodes_on_every_partition("move", episodes.settings.default_partitions, 2)
     for i, episode_id in enumerate(names):
         episodes.navigate(episode_id, practice_web.base_url(practice_web.sites[i]))
     for episode_id in names:
