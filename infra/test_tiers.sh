@@ -14,7 +14,9 @@ for tier in unit integration e2e chaos; do
     .venv/bin/lint-imports
     lint_rc=$?
   fi
-  .venv/bin/pytest "tests/$tier" --durations=15 "$@"
+  parallel=()
+  [ "$tier" = unit ] && parallel=(-n auto)  # unit tests share nothing; the others share the stack
+  .venv/bin/pytest "tests/$tier" "${parallel[@]}" --durations=30 "$@"
   rc=$?
   [ $rc -eq 5 ] && rc=0  # a tier with no test selected is not a failure
   [ $rc -eq 0 ] && [ $lint_rc -ne 0 ] && rc=$lint_rc
