@@ -15,10 +15,10 @@ soak:  ## the full soak, a benchmark: 1,000 episodes on one browser worker (abou
 	.venv/bin/webgym up
 	WEBGYM_SOAK_RESULT=bench/results/soak.json .venv/bin/pytest -m soak
 
-soak-short:  ## CI's soak: the same test with 90 episodes, a fresh browser every 30 (about 2 minutes)
+soak-short:  ## CI's soak: the same test with 120 episodes, a fresh browser every 40 (about 3 minutes)
 	infra/bootstrap.sh
 	.venv/bin/webgym up
-	WEBGYM_CHAOS_SOAK_EPISODES=90 WEBGYM_BROWSER_RECYCLE_AFTER=30 .venv/bin/pytest -m soak
+	WEBGYM_CHAOS_SOAK_EPISODES=120 WEBGYM_BROWSER_RECYCLE_AFTER=40 .venv/bin/pytest -m soak
 
 scale-out:  ## the scale-out fault table: the loop on a local three-node cluster while workers and brokers come and go, recorded in bench/results/scale_out_faults.json
 	infra/bootstrap.sh

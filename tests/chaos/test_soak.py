@@ -2,7 +2,7 @@
 process under it, by proportional set size) must stay bounded.
 
 ``WEBGYM_CHAOS_SOAK_EPISODES`` changes the length (default 1,000, as the battery asks; CI runs
-90, with a fresh browser every 30, with ``make soak-short``). With ``WEBGYM_SOAK_RESULT`` set
+120, with a fresh browser every 40, with ``make soak-short``). With ``WEBGYM_SOAK_RESULT`` set
 (``make soak``), the row, with its provenance, is also written there: ``bench/results/soak.json``.
 Memory is sampled every few seconds from ``/proc``; the test compares the last fifth of the run
 with the first fifth after warm-up, writes the samples and the growth to the fault table, and fails
