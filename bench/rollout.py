@@ -27,9 +27,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import multiprocessing
 import os
+import statistics
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -39,11 +42,13 @@ from confluent_kafka import KafkaException
 
 from agents.policy.workload import WorkloadSpec, episode_length
 from analytics.stats import TOPICS, RunStats
+from bench.process_profile import ProcessProfile
 from bench.rollout_sim import SimEpisode, simulate
 from commands.local_run import RunOptions, run_local
 from infra.kafka_config import client_config
 from infra.log_reader import TopicReader, read_topic
 from infra.producer import build_producer
+from infra.provenance import provenance as provenance_now
 from infra.provenance import write_result
 from infra.settings import Settings
 from infra.topic_admin import create_topics, delete_topics
@@ -185,7 +190,8 @@ def kafka_unloaded(base: Settings, steps_per_s: float, seconds: float = 30.0) ->
     """Kafka's added time per hop with the CPU free: the step topics' traffic (a screenshot-sized
     observation and inference request, small operation and inference events) produced at the
     asynchronous phase's step rate with no browser, processor or policy running, through the
-    same producer settings and the same probe."""
+    same producer settings and the same probe. ``steps_per_s`` is the rate it reached (steps
+    produced over the time taken), ``target_steps_per_s`` the rate it aimed at."""
     settings = _phase_settings(base, base.default_partitions, 1)
     create_topics(settings)
     try:
@@ -202,7 +208,8 @@ def kafka_unloaded(base: Settings, steps_per_s: float, seconds: float = 30.0) ->
         probe = KafkaProbe(settings)
         time.sleep(1.0)
         gap_s = 1 / (steps_per_s * len(sizes))
-        ends = time.monotonic() + seconds
+        began = time.monotonic()
+        ends = began + seconds
         step = 0
         while time.monotonic() < ends:
             key = f"unloaded-{step % 32:06d}".encode()
@@ -212,8 +219,14 @@ def kafka_unloaded(base: Settings, steps_per_s: float, seconds: float = 30.0) ->
                 time.sleep(gap_s)
             step += 1
         producer.flush(30)
+        produced_s = time.monotonic() - began
         time.sleep(1.0)
-        return {"steps_per_s": steps_per_s, "seconds": seconds, **probe.close()}
+        return {
+            "target_steps_per_s": round(steps_per_s, 3),
+            "steps_per_s": round(step / produced_s, 3),  # as produced, measured
+            "seconds": round(produced_s, 1),
+            **probe.close(),
+        }
     finally:
         delete_topics(settings)
 
@@ -251,6 +264,7 @@ def run_phase(
             stall_timeout_s=600.0,
         )
         probe = KafkaProbe(settings)
+        profile = ProcessProfile()
         started = time.monotonic()
         run_local(settings, options, start_stack=False)
         elapsed = time.monotonic() - started
@@ -278,6 +292,7 @@ def run_phase(
             "latency_ms": figures["latency_ms"],
             "kafka_added_ms": kafka,
             "utilisation": _utilisation(settings, wall, args.in_flight),
+            "profile": profile.stop(figures["throughput"]["steps"]),
             "browser_workers": browser_workers,
             "partitions": settings.default_partitions,
             "_episodes": ran,
@@ -373,9 +388,11 @@ async def bare_loop(
                         op_ms.append((time.monotonic() - began) * 1000)
                     await (held.close() if session else context.close())
 
+            profile = ProcessProfile()
             started = time.monotonic()
             await asyncio.gather(*(worker() for _ in range(args.in_flight)))
             wall = time.monotonic() - started
+            profiled = profile.stop(steps)
             await browser.close()
     return {
         "episodes": len(episodes),
@@ -383,6 +400,7 @@ async def bare_loop(
         "wall_s": round(wall, 1),
         "steps_per_s": round(steps / wall, 3),
         "op_ms": _quantiles(op_ms),
+        "profile": profiled,
     }
 
 
@@ -438,6 +456,141 @@ def plot(result: dict[str, Any]) -> None:
     figure.savefig(PLOT, dpi=110)
 
 
+def one_round(base: Settings, args: argparse.Namespace, progress: Progress) -> dict[str, Any]:
+    """Every phase once, for ``args.seed``: the asynchronous, synchronous and instant-policy
+    pipeline, the bare loops over the instant phase's episodes, Kafka unloaded, the ideal."""
+    result: dict[str, Any] = {"seed": args.seed}
+    with progress.phase("async"):
+        result["async"] = run_phase(base, "async", args, args.median)
+    with progress.phase("sync"):
+        result["sync"] = run_phase(
+            base, "sync", args, args.median, sync_batch=args.in_flight,
+            episodes=args.sync_batches * args.in_flight,
+        )  # fmt: skip
+    with progress.phase("instant"):
+        result["instant"] = run_phase(base, "instant", args, 0.0)
+    with progress.phase("bare"):
+        result["bare"] = asyncio.run(bare_loop(base, args, result["instant"]["_episodes"]))
+    with progress.phase("bare_session"):
+        result["bare_session"] = asyncio.run(
+            bare_loop(base, args, result["instant"]["_episodes"], session=True)
+        )
+    with progress.phase("kafka_unloaded"):
+        result["kafka_unloaded"] = kafka_unloaded(
+            base, result["async"]["steps_per_s"], args.unloaded_seconds
+        )
+    # The zero-overhead ideal: the browser does its work at the bare loop's rate (one slot per
+    # core, each operation taking cores / bare steps per second), nothing else costs anything.
+    slots = os.cpu_count() or 1
+    env_s = slots / result["bare"]["steps_per_s"]
+    result["ideal_model"] = {"env_slots": slots, "env_step_s": round(env_s, 4)}
+    for mode in ("async", "sync"):
+        ran = result[mode].pop("_episodes")
+        result[mode]["episodes_run"] = len(ran)
+        result[f"ideal_{mode}"] = ideal(ran, args, mode, env_s, slots)
+        result[f"inference_only_{mode}"] = ideal(ran, args, mode, 0.0, None)
+    result["instant"].pop("_episodes")
+
+    def ratio(a: float, b: float, digits: int = 3) -> float:
+        return round(a / b, digits)
+
+    steps = {key: phase["steps_per_s"] for key, phase in result.items() if isinstance(phase, dict)
+             and "steps_per_s" in phase}  # fmt: skip
+    result["ratios"] = {
+        "async_over_sync": ratio(steps["async"], steps["sync"], 2),
+        "ideal_async_over_sync": ratio(steps["ideal_async"], steps["ideal_sync"], 2),
+        "inference_only_async_over_sync": ratio(
+            steps["inference_only_async"], steps["inference_only_sync"], 2
+        ),
+        "async_of_ideal": ratio(steps["async"], steps["ideal_async"]),
+        "instant_of_bare": ratio(steps["instant"], steps["bare"]),
+        "instant_of_bare_session": ratio(steps["instant"], steps["bare_session"]),
+    }
+    return result
+
+
+# The figures whose spread over the rounds is reported beside their median.
+HEADLINE = (
+    ("ratios", "async_of_ideal"),
+    ("ratios", "instant_of_bare"),
+    ("ratios", "instant_of_bare_session"),
+    ("ratios", "async_over_sync"),
+    ("async", "steps_per_s"),
+    ("instant", "steps_per_s"),
+    ("bare", "steps_per_s"),
+    ("async", "kafka_added_ms", "all", "p50"),
+    ("async", "kafka_added_ms", "all", "p99"),
+    ("kafka_unloaded", "all", "p50"),
+    ("kafka_unloaded", "all", "p99"),
+    ("async", "profile", "pipeline_cpu_s_per_step"),
+    ("instant", "profile", "pipeline_cpu_s_per_step"),
+    ("instant", "profile", "chromium_cpu_s_per_step"),
+    ("bare", "profile", "chromium_cpu_s_per_step"),
+)
+
+
+def median_tree(trees: list[Any]) -> Any:
+    """The rounds folded into one: every number the median of that number over the rounds
+    (where every round has it), dicts folded key by key, anything else the first round's."""
+    first = trees[0]
+    if isinstance(first, dict):
+        keys = [k for k in first if all(isinstance(t, dict) and k in t for t in trees)]
+        return {k: median_tree([t[k] for t in trees]) for k in keys}
+    if isinstance(first, (int, float)) and not isinstance(first, bool):
+        if all(isinstance(t, (int, float)) and not isinstance(t, bool) for t in trees):
+            middle = statistics.median(trees)
+            return round(middle, 4) if isinstance(middle, float) else middle
+    return first
+
+
+def spread(rounds: list[dict[str, Any]], paths=HEADLINE) -> dict[str, dict[str, Any]]:
+    """For each headline figure: its median, least and greatest value over the rounds, and
+    every round's value in order."""
+    found = {}
+    for path in paths:
+        values = []
+        for one in rounds:
+            value: Any = one
+            for key in path:
+                value = value.get(key) if isinstance(value, dict) else None
+            values.append(value)
+        numbers = [v for v in values if isinstance(v, (int, float))]
+        if numbers:
+            found[".".join(path)] = {
+                "median": round(statistics.median(numbers), 4),
+                "min": min(numbers),
+                "max": max(numbers),
+                "rounds": values,
+            }
+    return found
+
+
+class Progress:
+    """One line per phase on stderr: which round and phase, how long it took, the time left."""
+
+    def __init__(self, rounds: int, phases_per_round: int = 6):
+        self.total = rounds * phases_per_round
+        self.done = 0
+        self.round = ""
+        self.started = time.monotonic()
+
+    @contextlib.contextmanager
+    def phase(self, name: str):
+        began = time.monotonic()
+        print(f"[{self.round}] {name}...", file=sys.stderr, flush=True)
+        yield
+        self.done += 1
+        elapsed = time.monotonic() - self.started
+        left = elapsed / self.done * (self.total - self.done)
+        print(
+            f"[{self.round}] {name} done in {time.monotonic() - began:.0f} s "
+            f"({self.done}/{self.total} phases, {elapsed / 60:.1f} min so far, "
+            f"about {left / 60:.0f} min left)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=96, help="episodes per asynchronous phase")
@@ -447,72 +600,58 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--sigma", type=float, default=0.7, help="inference lognormal sigma")
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--sites", type=int, default=10)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--seeds", default="0,7", help="workload and practice-web seeds, comma-separated"
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="rounds per seed; seeds alternate round by round"
+    )
+    parser.add_argument("--out", type=Path, default=RESULTS, help="the result file")
+    parser.add_argument(
+        "--unloaded-seconds", type=float, default=30.0, help="length of the unloaded Kafka run"
+    )
     parser.add_argument(
         "--scaling",
         action="store_true",
         help="also: instant policy over 1/2/4 browser workers and 8/16/32 partitions",
     )
     args = parser.parse_args(argv)
+    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     base = Settings()
-
+    began = provenance_now()
+    progress = Progress(args.repeat * len(seeds))
+    rounds = []
+    for _ in range(args.repeat):
+        for seed in seeds:
+            progress.round = f"round {len(rounds) + 1}/{args.repeat * len(seeds)}, seed {seed}"
+            rounds.append(
+                one_round(base, argparse.Namespace(**{**vars(args), "seed": seed}), progress)
+            )
     result: dict[str, Any] = {
         "benchmark": "rollout",
         "in_flight": args.in_flight,
+        "repeats": args.repeat,
+        "seeds": seeds,
         "workload": {
             "median_s": args.median,
             "sigma": args.sigma,
-            "seed": args.seed,
+            "episodes": args.episodes,
+            "sync_batches": args.sync_batches,
             "horizons": {"easy": 10, "medium": 20, "hard": 30},
         },  # fmt: skip
-    }
-    result["async"] = run_phase(base, "async", args, args.median)
-    result["sync"] = run_phase(
-        base, "sync", args, args.median, sync_batch=args.in_flight,
-        episodes=args.sync_batches * args.in_flight,
-    )  # fmt: skip
-    result["instant"] = run_phase(base, "instant", args, 0.0)
-    result["bare"] = asyncio.run(bare_loop(base, args, result["instant"]["_episodes"]))
-    result["bare_session"] = asyncio.run(
-        bare_loop(base, args, result["instant"]["_episodes"], session=True)
-    )
-    result["kafka_unloaded"] = kafka_unloaded(base, result["async"]["steps_per_s"])
-    # The zero-overhead ideal: the browser does its work at the bare loop's rate (one slot per
-    # core, each operation taking cores / bare steps per second), nothing else costs anything.
-    slots = os.cpu_count() or 1
-    env_s = slots / result["bare"]["steps_per_s"]
-    result["ideal_model"] = {"env_slots": slots, "env_step_s": round(env_s, 4)}
-    for mode in ("async", "sync"):
-        ran = result[mode].pop("_episodes")
-        result[mode]["episodes_run"] = [[e.key, e.difficulty] for e in ran]
-        result[f"ideal_{mode}"] = ideal(ran, args, mode, env_s, slots)
-        result[f"inference_only_{mode}"] = ideal(ran, args, mode, 0.0, None)
-    result["instant"].pop("_episodes")
-    result["ratios"] = {
-        "async_over_sync": round(result["async"]["steps_per_s"] / result["sync"]["steps_per_s"], 2),
-        "ideal_async_over_sync": round(
-            result["ideal_async"]["steps_per_s"] / result["ideal_sync"]["steps_per_s"], 2
-        ),
-        "inference_only_async_over_sync": round(
-            result["inference_only_async"]["steps_per_s"]
-            / result["inference_only_sync"]["steps_per_s"],
-            2,
-        ),
-        "async_of_ideal": round(
-            result["async"]["steps_per_s"] / result["ideal_async"]["steps_per_s"], 3
-        ),
-        "instant_of_bare": round(
-            result["instant"]["steps_per_s"] / result["bare"]["steps_per_s"], 3
-        ),
-        "instant_of_bare_session": round(
-            result["instant"]["steps_per_s"] / result["bare_session"]["steps_per_s"], 3
-        ),
+        "summary": "every figure outside `rounds` is the median over the rounds; `spread` "
+        "gives the headline figures' least and greatest values",
+        **median_tree([{k: v for k, v in r.items() if k != "seed"} for r in rounds]),
+        "spread": spread(rounds),
+        "rounds": rounds,
     }
     if args.scaling:
+        args.seed = seeds[0]
         result["scaling"] = scaling(base, args)
-    result = write_result(RESULTS, result)
-    plot(result)
-    print(json.dumps({k: result[k] for k in ("ratios",)}, indent=2))
+    result = write_result(args.out, result, produced_by=began)
+    if args.out == RESULTS:
+        plot(result)
+    print(json.dumps(result["spread"], indent=2))
     return result
 
 

@@ -25,7 +25,16 @@ def bench_rollout(
     sigma: Annotated[float, typer.Option(min=0.0, help="inference time lognormal sigma")] = 0.7,
     partitions: Annotated[int, typer.Option(min=1, help="partitions of the episode topics")] = 8,
     sites: Annotated[int, typer.Option(min=1, help="practice-web sites")] = 10,
-    seed: Annotated[int, typer.Option(help="workload and practice-web seed")] = 0,
+    seeds: Annotated[
+        str, typer.Option(help="workload and practice-web seeds, comma-separated, e.g. 0,7")
+    ] = "0,7",
+    seed: Annotated[int | None, typer.Option(help="one seed only (the same as --seeds N)")] = None,
+    repeat: Annotated[
+        int, typer.Option(min=1, help="rounds per seed; the seeds alternate round by round")
+    ] = 3,
+    out: Annotated[
+        Path | None, typer.Option(help="write the result here, not bench/results/rollout.json")
+    ] = None,
     scaling: Annotated[
         bool,
         typer.Option(
@@ -36,18 +45,34 @@ def bench_rollout(
 ) -> None:
     """Asynchronous against synchronous rollouts through the whole pipeline, in one run.
 
-    Runs the latency-model policy (lognormal VLM-like inference time, episodes answering at a
-    drawn step within their horizon) with --in-flight episodes asynchronously, then in lock-step
-    batches, then with an instant policy, then the same browser work in a bare Playwright loop;
-    sets each against a zero-overhead simulation over the same episodes. Writes
-    bench/results/rollout.json and rollout.png. Needs the local stack (`webgym up`); takes
-    several minutes with the defaults.
+    Each round runs the latency-model policy (lognormal VLM-like inference time, episodes
+    answering at a drawn step within their horizon) with --in-flight episodes asynchronously,
+    then in lock-step batches, then with an instant policy, then the same browser work in a bare
+    Playwright loop, and sets each against a zero-overhead simulation over the same episodes;
+    every process of the run is profiled from /proc (CPU seconds per step, memory). It runs
+    --repeat rounds for each seed, the seeds alternating, and reports every figure's median over
+    the rounds and the headline figures' spread. Writes bench/results/rollout.json and
+    rollout.png. Needs the local stack (`webgym up`); a round takes about 10 minutes with the
+    defaults, and it prints a line per phase with the time left.
     """
+    chosen = str(seed) if seed is not None else seeds
+    try:
+        numbers = [int(s) for s in chosen.split(",") if s.strip()]
+    except ValueError:
+        numbers = []
+    if not numbers:
+        raise typer.BadParameter(
+            f"{chosen!r} is not a list of seeds; give whole numbers, e.g. --seeds 0,7",
+            param_hint="--seeds",
+        )
     argv = [
         "--episodes", str(episodes), "--sync-batches", str(sync_batches),
         "--in-flight", str(in_flight), "--median", str(median), "--sigma", str(sigma),
-        "--partitions", str(partitions), "--sites", str(sites), "--seed", str(seed),
+        "--partitions", str(partitions), "--sites", str(sites),
+        "--seeds", ",".join(map(str, numbers)), "--repeat", str(repeat),
     ]  # fmt: skip
+    if out is not None:
+        argv += ["--out", str(out.resolve())]
     _run_from_checkout("bench.rollout", argv + (["--scaling"] if scaling else []))
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from infra.processes import read_stat
 from infra.settings import Settings
 
 
@@ -25,15 +26,8 @@ class StackError(RuntimeError):
 
 
 def _start_ticks(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name (field 2) may contain spaces; fields after it are space-separated.
-    fields = stat[stat.rindex(")") + 2 :].split()
-    if fields[0] == "Z":  # a zombie has exited already
-        return None
-    return int(fields[19])
+    stat = read_stat(pid)
+    return None if stat is None else stat.start_ticks
 
 
 def port_is_free(host: str, port: int) -> bool:

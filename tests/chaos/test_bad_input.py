@@ -176,6 +176,7 @@ TABLE: list[Bad] = [
     Bad(("policy", "rollback", "3", "--policy-name", "no-such-policy"), ("no-such-policy",)),
     Bad(("policy", "rollback", "latest"), ("'version'", "integer"), exit_code=2),
     Bad(("bench", "rollout", "--in-flight", "0"), ("--in-flight",), exit_code=2),
+    Bad(("bench", "rollout", "--seeds", "zero"), ("--seeds", "'zero'", "0,7"), exit_code=2),
     # Evaluation and the learning experiment.
     Bad(("eval", "--model", "x"), ("--versions 0,2,5", "--follow")),
     Bad(

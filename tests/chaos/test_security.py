@@ -44,6 +44,8 @@ from commands.main import app
 from infra.consumer import EventConsumer, build_consumer
 from infra.dead_letters import DeadLetterRouter
 from infra.log_reader import read_topic
+from infra.processes import command_line as proc_command_line
+from infra.processes import descendants
 from infra.producer import EventProducer
 from infra.settings import Settings
 from infra.stack.process import ManagedProcess
@@ -232,27 +234,8 @@ def is_loopback(address: str) -> bool:
     return ip.is_loopback
 
 
-def descendants(pid: int) -> list[int]:
-    """``pid`` and every process below it (Playwright's driver, Chromium and its helpers)."""
-    parents: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            text = stat.read_text()
-            ppid = int(text[text.rindex(")") + 2 :].split()[1])
-            parents.setdefault(ppid, []).append(int(stat.parent.name))
-    found, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        found.append(current)
-        todo += parents.get(current, [])
-    return found
-
-
 def command_line(pid: int) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""
+    return "\0".join(proc_command_line(pid)).encode()
 
 
 def process_name(pid: int) -> str:

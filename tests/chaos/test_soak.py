@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from infra.processes import descendants, pss_mb
 from infra.provenance import write_result
 from tests.chaos.conftest import Fault, assert_nothing_lost, chaos_options, chaos_run, save_row
 
@@ -33,35 +34,6 @@ SAMPLE_EVERY_S = 5.0
 ALLOWED_GROWTH_MB = 96.0
 
 
-def _tree(root: int) -> list[int]:
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parents[int(entry.name)] = int(
-                    (entry / "stat").read_text().rsplit(")", 1)[1].split()[1]
-                )
-            except (OSError, ValueError, IndexError):
-                continue
-    tree, frontier = [root], [root]
-    while frontier:
-        parent = frontier.pop()
-        children = [pid for pid, ppid in parents.items() if ppid == parent]
-        tree += children
-        frontier += children
-    return tree
-
-
-def _pss_mb(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass  # it exited meanwhile
-    return 0.0
-
-
 def test_one_browser_worker_serves_a_thousand_episodes_in_bounded_memory(run_settings, request):
     fault = Fault(f"soak: {EPISODES} episodes on one browser worker")
     samples: list[tuple[int, float, float]] = []  # (episodes ended, worker MB, all MB)
@@ -72,8 +44,8 @@ def test_one_browser_worker_serves_a_thousand_episodes_in_bounded_memory(run_set
             return
         last[0] = time.monotonic()
         root = children["browser worker"].process.pid
-        tree = _tree(root)
-        samples.append((summary.ended, _pss_mb(root), sum(_pss_mb(pid) for pid in tree)))
+        tree = descendants(root)
+        samples.append((summary.ended, pss_mb(root), sum(pss_mb(pid) for pid in tree)))
 
     options = chaos_options(
         "soak", episodes=EPISODES, in_flight=IN_FLIGHT, seed=7, stall_timeout_s=300.0

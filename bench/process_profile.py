@@ -1,0 +1,219 @@
+"""Where a benchmark run's CPU and memory go: every process of the run, sampled from ``/proc``.
+
+:class:`ProcessProfile` samples, in a process of its own, every ``interval_s``: the processes
+below the benchmark's own (the workers it starts, Playwright's driver, Chromium and its helpers,
+the Faust worker, the Kafka probe) and the local stack's Kafka broker and MinIO server wherever
+they run. Each process gets a role from its command line (:func:`role_of`); its CPU time inside
+the window is its CPU time at the last sample minus at the first (0 for a process born inside the
+window), and a role's memory is the peak, over the samples, of its processes' summed resident set
+size. The whole machine's busy CPU time over the same window gives ``coverage``: the share of
+the machine's CPU the profile accounts for (the rest is the kernel, other programs, and CPU a
+process used after its last sample before it exited, at most ``interval_s`` each).
+
+Guarantees: sampling never raises for a process that exits meanwhile; the profiler's own CPU is
+reported under ``profiler`` and left out of ``pipeline_cpu_s_per_step``, as are Chromium and the
+benchmark's helpers (its Kafka probe). The benchmark process itself (``bench``) counts as the
+pipeline's: it runs the orchestrator of ``webgym run`` (and serves the practice web).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import PurePath
+from typing import Any
+
+from infra.processes import ProcStat, all_stats, command_line, descendants, machine_busy_s
+
+INTERVAL_S = 0.5
+CHROMIUM_TYPES = {
+    "renderer": "renderer",
+    "gpu-process": "gpu",
+    "utility": "utility",
+    "zygote": "zygote",
+}
+# Not the pipeline's own cost: the browser's work, and the measuring.
+NOT_PIPELINE = ("chromium", "profiler", "bench helper")
+
+
+def role_of(argv: list[str], pid: int, root: int, profiler: int) -> str | None:
+    """What the process is, from its command line; ``None`` for a process outside the run.
+
+    ``root`` is the benchmark's pid and ``profiler`` the sampler's. A Python process of
+    ``multiprocessing`` below ``root`` is a ``bench helper`` (the Kafka probe, the resource
+    tracker); any other program is ``other <name>`` and counts as the pipeline's.
+    """
+    if pid == profiler:
+        return "profiler"
+    if pid == root:
+        return "bench"
+    if not argv:
+        return None
+    if len(argv) == 1 and " " in argv[0]:  # a process title rewritten in place (Chromium's)
+        argv = argv[0].split()
+    program = PurePath(argv[0]).name
+    if "kafka.Kafka" in argv:
+        return "kafka broker"
+    if program == "minio" and "server" in argv:
+        return "minio"
+    if "chrom" in program or program == "headless_shell":
+        kind = next((a.split("=", 1)[1] for a in argv if a.startswith("--type=")), None)
+        return f"chromium {CHROMIUM_TYPES.get(kind, kind or 'browser')}"
+    if program == "node" and "run-driver" in argv:
+        return "playwright driver"
+    if program == "faust" or ("streams.app" in argv and "worker" in argv):
+        return "faust worker"
+    if "commands.main" in argv:
+        rest = argv[argv.index("commands.main") + 1 :]
+        if rest[:2] == ["worker", "browser"]:
+            return "browser worker"
+        if rest[:2] == ["worker", "policy"]:
+            return "policy worker"
+        if rest[:1] == ["learner"]:
+            return "learner"
+        return "webgym " + " ".join(rest[:1])
+    if any("multiprocessing" in a for a in argv):
+        return "bench helper"
+    return f"other {program}"
+
+
+@dataclass
+class _Seen:
+    role: str
+    first_cpu_s: float
+    last_cpu_s: float = 0.0
+
+
+@dataclass
+class ProfileAccount:
+    """The samples of one window, kept per process identity (pid and start time).
+
+    Pure bookkeeping (no ``/proc``), so it is tested with made-up samples.
+    """
+
+    seen: dict[tuple[int, int], _Seen] = field(default_factory=dict)
+    rss_peak: dict[str, int] = field(default_factory=dict)
+    rss_sums: dict[str, list[int]] = field(default_factory=dict)
+    samples: int = 0
+    first_busy_s: float | None = None
+    last_busy_s: float = 0.0
+    started: float = 0.0
+    ended: float = 0.0
+
+    def add(self, at: float, busy_s: float, processes: list[tuple[str, ProcStat]]) -> None:
+        """One sample: the time, the machine's busy seconds, and each run process's stat."""
+        first = self.samples == 0
+        if first:
+            self.first_busy_s, self.started = busy_s, at
+        self.last_busy_s, self.ended = busy_s, at
+        self.samples += 1
+        rss: dict[str, int] = {}
+        for role, stat in processes:
+            key = (stat.pid, stat.start_ticks)
+            entry = self.seen.get(key)
+            if entry is None:  # there at the start: from here on; born since: all of its time
+                entry = self.seen[key] = _Seen(role, stat.cpu_s if first else 0.0)
+            entry.last_cpu_s = stat.cpu_s
+            rss[role] = rss.get(role, 0) + stat.rss_bytes
+        for role, total in rss.items():
+            self.rss_peak[role] = max(self.rss_peak.get(role, 0), total)
+            self.rss_sums.setdefault(role, []).append(total)
+
+    def figures(self, steps: int) -> dict[str, Any]:
+        """Per role: processes, CPU seconds, CPU seconds per step, share of the profiled CPU,
+        peak and mean resident MB; and the totals."""
+        cpu: dict[str, float] = {}
+        count: dict[str, int] = {}
+        for entry in self.seen.values():
+            cpu[entry.role] = cpu.get(entry.role, 0.0) + max(
+                0.0, entry.last_cpu_s - entry.first_cpu_s
+            )
+            count[entry.role] = count.get(entry.role, 0) + 1
+        total = sum(cpu.values())
+        busy = self.last_busy_s - (self.first_busy_s or 0.0)
+        per_step = steps or 1
+        pipeline = sum(s for role, s in cpu.items() if not role.startswith(NOT_PIPELINE))
+        chromium = sum(s for role, s in cpu.items() if role.startswith("chromium"))
+        return {
+            "interval_s": INTERVAL_S,
+            "samples": self.samples,
+            "wall_s": round(self.ended - self.started, 1),
+            "steps": steps,
+            "machine_busy_s": round(busy, 1),
+            "profiled_cpu_s": round(total, 1),
+            "coverage": round(total / busy, 3) if busy > 0 else None,
+            "chromium_cpu_s_per_step": round(chromium / per_step, 4),
+            "pipeline_cpu_s_per_step": round(pipeline / per_step, 4),
+            "by_role": {
+                role: {
+                    "processes": count[role],
+                    "cpu_s": round(seconds, 2),
+                    "cpu_s_per_step": round(seconds / per_step, 4),
+                    "cpu_share": round(seconds / total, 3) if total else 0.0,
+                    "rss_mb": round(self.rss_peak.get(role, 0) / 2**20, 1),
+                    "rss_mean_mb": round(statistics.fmean(self.rss_sums[role]) / 2**20, 1)
+                    if self.rss_sums.get(role)
+                    else 0.0,
+                }
+                for role, seconds in sorted(cpu.items(), key=lambda item: -item[1])
+            },
+        }
+
+
+def _sample(root: int, interval_s: float, stop: Any, ready: Any, results: Any) -> None:
+    """The sampler process: every ``interval_s``, one sample of the run's processes."""
+    me = os.getpid()
+    roles: dict[tuple[int, int], str | None] = {}
+    account = ProfileAccount()
+    ready.set()
+    stopping = False
+    while True:  # after the stop, one last sample
+        began = time.monotonic()
+        stats = all_stats()
+        run = set(descendants(root, stats.values()))
+        sampled = []
+        for stat in stats.values():
+            key = (stat.pid, stat.start_ticks)
+            if key not in roles:
+                argv = command_line(stat.pid)
+                outside = stat.pid not in run
+                role = role_of(argv, stat.pid, root, me)
+                if outside and role not in ("kafka broker", "minio"):
+                    role = None
+                roles[key] = role
+            role = roles[key]
+            if role is not None:
+                sampled.append((role, stat))
+        account.add(began, machine_busy_s(), sampled)
+        if stopping:
+            break
+        stopping = stop.wait(max(0.0, interval_s - (time.monotonic() - began)))
+    results.put(account)
+
+
+class ProcessProfile:
+    """Samples the run's processes from start to :meth:`stop`, in a process of its own."""
+
+    def __init__(self, interval_s: float = INTERVAL_S):
+        context = multiprocessing.get_context("spawn")
+        self._stop = context.Event()
+        ready = context.Event()
+        self._results = context.Queue()
+        self._process = context.Process(
+            target=_sample,
+            args=(os.getpid(), interval_s, self._stop, ready, self._results),
+            daemon=True,
+        )
+        self._process.start()
+        if not ready.wait(60):
+            raise RuntimeError("the process profiler did not start")
+
+    def stop(self, steps: int) -> dict[str, Any]:
+        """End the window (one last sample is taken) and return its figures for ``steps``."""
+        self._stop.set()
+        account: ProfileAccount = self._results.get(timeout=60)
+        self._process.join(timeout=10)
+        return account.figures(steps)

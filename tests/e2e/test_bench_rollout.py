@@ -1,0 +1,68 @@
+"""`webgym bench rollout` at the size of a test: one round of every phase on the real stack, with
+the process profile, the provenance and the progress lines (the full benchmark, with its
+repetitions, is the figure of record: bench/results/rollout.json)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from commands.children import settings_env
+from infra.provenance import CHECKOUT
+
+PIPELINE_ROLES = {
+    "bench", "kafka broker", "faust worker", "browser worker", "policy worker",
+    "playwright driver", "chromium renderer", "chromium browser", "profiler",
+}  # fmt: skip
+
+
+@pytest.mark.timeout(900)
+def test_one_small_round_profiles_every_process_and_says_where_it_came_from(
+    stack_settings, tmp_path
+):
+    out = tmp_path / "rollout.json"
+    argv = [sys.executable, "-m", "bench.rollout", "--episodes", "4", "--in-flight", "2",
+            "--median", "0.3", "--sync-batches", "1", "--partitions", "3", "--sites", "2",
+            "--seeds", "3",
+            "--repeat", "1", "--unloaded-seconds", "5", "--out", str(out)]  # fmt: skip
+    done = subprocess.run(argv, cwd=CHECKOUT, env=settings_env(stack_settings),
+                          capture_output=True, text=True, timeout=840)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    result = json.loads(out.read_text())
+
+    provenance = result["provenance"]
+    assert len(provenance["commit"]) >= 40 and provenance["machine"]["cores"] >= 1
+    assert "rollout" in provenance["command"] and "--repeat 1" in provenance["command"]
+    assert result["repeats"] == 1 and result["seeds"] == [3] and len(result["rounds"]) == 1
+    [round_] = result["rounds"]
+    assert round_["seed"] == 3
+
+    for phase in ("async", "sync", "instant"):
+        profile = result[phase]["profile"]
+        assert PIPELINE_ROLES <= set(profile["by_role"]), (phase, sorted(profile["by_role"]))
+        assert profile["steps"] == result[phase]["steps"] > 0
+        for role in ("browser worker", "chromium renderer", "kafka broker"):
+            figures = profile["by_role"][role]
+            assert figures["cpu_s_per_step"] > 0 and figures["rss_mb"] > 0, (phase, role)
+        assert 0 < profile["pipeline_cpu_s_per_step"] and 0 < profile["coverage"]
+    bare = result["bare"]["profile"]
+    assert "chromium renderer" in bare["by_role"] and "browser worker" not in bare["by_role"]
+
+    # The unloaded Kafka rate is measured, not the rate it was asked for.
+    unloaded = result["kafka_unloaded"]
+    assert 0 < unloaded["steps_per_s"] <= unloaded["target_steps_per_s"] * 1.05
+    assert unloaded["all"]["n"] > 0 and result["async"]["kafka_added_ms"]["all"]["p99"] >= 0
+
+    # The headline figures keep their names, with their spread over the rounds.
+    assert set(result["ratios"]) >= {"async_of_ideal", "instant_of_bare", "async_over_sync"}
+    ratio = result["spread"]["ratios.async_of_ideal"]
+    assert ratio["min"] <= ratio["median"] <= ratio["max"]
+    assert ratio["rounds"] == [round_["ratios"]["async_of_ideal"]]
+    assert result["ratios"]["async_of_ideal"] == round_["ratios"]["async_of_ideal"]
+
+    # It said what it was doing, phase by phase, with the time left.
+    assert done.stderr.count("min left)") == 6, done.stderr[-2000:]
+    assert "[round 1/1, seed 3] kafka_unloaded done in" in done.stderr

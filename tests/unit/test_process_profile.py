@@ -1,0 +1,113 @@
+"""The benchmark's process profile: roles from command lines, CPU and memory per role from
+samples, /proc parsing, and the rounds folded into medians with their spread."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from bench.process_profile import ProfileAccount, role_of
+from bench.rollout import median_tree, spread
+from infra.processes import CLOCK_TICKS, PAGE_BYTES, ProcStat, descendants, parse_stat, read_stat
+
+ROOT, PROFILER = 100, 101
+
+
+@pytest.mark.parametrize(
+    ("argv", "pid", "role"),
+    [
+        (["python", "-m", "bench.rollout"], ROOT, "bench"),
+        (["python", "-c", "from multiprocessing.spawn import spawn_main"], PROFILER, "profiler"),
+        (["python", "-c", "from multiprocessing.spawn import spawn_main"], 7, "bench helper"),
+        (["/usr/bin/java", "-Xmx768m", "-cp", "x", "kafka.Kafka", "server.properties"], 7,
+         "kafka broker"),
+        (["/root/.cache/webgym/minio/v1/minio", "server", "/data"], 7, "minio"),
+        (["/usr/lib/chromium/chromium", "--type=renderer", "--lang=en"], 7, "chromium renderer"),
+        (["/usr/lib/chromium/chromium", "--type=gpu-process"], 7, "chromium gpu"),
+        (["/usr/lib/chromium/chromium", "--type=utility", "--utility-sub-type=x"], 7,
+         "chromium utility"),
+        (["/usr/lib/chromium/chromium", "--type=zygote"], 7, "chromium zygote"),
+        (["/usr/lib/chromium/chromium --type=renderer --lang=en-US"], 7, "chromium renderer"),
+        (["/usr/lib/chromium/chromium", "--headless", "--remote-debugging-pipe"], 7,
+         "chromium browser"),
+        (["/venv/lib/playwright/driver/node", "/venv/cli.js", "run-driver"], 7,
+         "playwright driver"),
+        (["/venv/bin/faust", "-A", "streams.app", "worker", "-l", "info"], 7, "faust worker"),
+        (["/venv/bin/python", "-m", "commands.main", "worker", "browser"], 7, "browser worker"),
+        (["/venv/bin/python", "-m", "commands.main", "worker", "policy", "--backend", "x"], 7,
+         "policy worker"),
+        (["/venv/bin/python", "-m", "commands.main", "learner", "--model", "m"], 7, "learner"),
+        (["/venv/bin/python", "-m", "commands.main", "check"], 7, "webgym check"),
+        (["/bin/sh", "-c", "true"], 7, "other sh"),
+        ([], 7, None),
+    ],
+)  # fmt: skip
+def test_every_process_of_a_run_gets_its_role(argv, pid, role):
+    assert role_of(argv, pid, ROOT, PROFILER) == role
+
+
+def _stat(pid: int, cpu_s: float, rss_mb: float, start: int = 1) -> ProcStat:
+    return ProcStat(pid, 1, "S", cpu_s, 0.0, start, int(rss_mb * 2**20))
+
+
+def test_cpu_is_counted_inside_the_window_and_memory_at_its_peak():
+    account = ProfileAccount()
+    # At the start: the broker has run for 100 s already; one renderer.
+    account.add(0.0, 1000.0, [("kafka broker", _stat(1, 100.0, 900)),
+                              ("chromium renderer", _stat(2, 5.0, 100))])  # fmt: skip
+    # A second renderer is born; the first uses 3 s.
+    account.add(1.0, 1004.0, [("kafka broker", _stat(1, 100.5, 900)),
+                              ("chromium renderer", _stat(2, 8.0, 100)),
+                              ("chromium renderer", _stat(3, 1.0, 150))])  # fmt: skip
+    # The first renderer exits; its pid is reused by another renderer (another start time).
+    account.add(2.0, 1010.0, [("kafka broker", _stat(1, 101.0, 950)),
+                              ("chromium renderer", _stat(3, 2.0, 150)),
+                              ("chromium renderer", _stat(2, 0.5, 80, start=9))])  # fmt: skip
+    figures = account.figures(steps=10)
+    broker, renderers = figures["by_role"]["kafka broker"], figures["by_role"]["chromium renderer"]
+    assert broker["cpu_s"] == 1.0 and broker["processes"] == 1
+    assert renderers["cpu_s"] == 3.0 + 2.0 + 0.5 and renderers["processes"] == 3
+    assert renderers["cpu_s_per_step"] == 0.55
+    assert renderers["rss_mb"] == 250.0 and broker["rss_mb"] == 950.0  # peaks of the sums
+    assert figures["machine_busy_s"] == 10.0 and figures["profiled_cpu_s"] == 6.5
+    assert figures["coverage"] == 0.65
+    assert figures["pipeline_cpu_s_per_step"] == 0.1  # the broker; not Chromium
+    assert figures["chromium_cpu_s_per_step"] == 0.55
+    assert list(figures["by_role"]) == ["chromium renderer", "kafka broker"]  # by CPU
+
+
+def test_the_profiler_and_the_bench_helpers_are_not_the_pipeline_s_cost():
+    account = ProfileAccount()
+    processes = [("profiler", 1), ("bench helper", 2), ("bench", 3), ("browser worker", 4)]
+    account.add(0.0, 0.0, [(role, _stat(pid, 0.0, 10)) for role, pid in processes])
+    account.add(1.0, 8.0, [(role, _stat(pid, 2.0, 10)) for role, pid in processes])
+    assert account.figures(steps=4)["pipeline_cpu_s_per_step"] == 1.0  # bench + browser worker
+
+
+def test_proc_stat_is_parsed_whatever_the_command_name_holds():
+    fields = ["S", "42"] + ["0"] * 9 + ["300", "100", "50", "50"] + ["0"] * 4 + ["777", "0", "25"]
+    stat = parse_stat(9, f"9 (we) ird (name)) {' '.join(fields)}")
+    assert stat.ppid == 42 and stat.state == "S" and stat.start_ticks == 777
+    assert stat.cpu_s == 400 / CLOCK_TICKS and stat.children_cpu_s == 100 / CLOCK_TICKS
+    assert stat.rss_bytes == 25 * PAGE_BYTES
+
+
+def test_this_process_is_read_from_proc_and_found_below_its_parent():
+    me = read_stat(os.getpid())
+    assert me is not None and me.ppid == os.getppid() and me.rss_bytes > 0
+    assert os.getpid() in descendants(os.getppid())
+
+
+def test_rounds_fold_into_medians_and_the_headline_figures_keep_their_spread():
+    rounds = [
+        {"ratios": {"async_of_ideal": r}, "async": {"steps_per_s": s, "label": f"async{i}"}}
+        for i, (r, s) in enumerate([(0.7, 5.0), (0.9, 6.0), (0.8, 9.0)])
+    ]
+    folded = median_tree(rounds)
+    assert folded == {"ratios": {"async_of_ideal": 0.8}, "async": {"steps_per_s": 6.0,
+                                                                   "label": "async0"}}  # fmt: skip
+    found = spread(rounds)
+    assert found["ratios.async_of_ideal"] == {"median": 0.8, "min": 0.7, "max": 0.9,
+                                              "rounds": [0.7, 0.9, 0.8]}  # fmt: skip
+    assert "ratios.instant_of_bare" not in found  # no round has it
