@@ -66,9 +66,10 @@ def replication(settings: Settings, admin: AdminClient | None = None) -> Replica
     return Replication(factor, max(1, factor - 1), brokers)
 
 
-def _unreachable(settings: Settings, exc: KafkaException) -> BrokerUnreachable:
+def _unreachable(settings: Settings, exc: Exception) -> BrokerUnreachable:
+    detail = str(exc) or "no answer in time"
     return BrokerUnreachable(
-        f"no Kafka broker answered at {settings.bootstrap_servers} ({exc}). Start the local "
+        f"no Kafka broker answered at {settings.bootstrap_servers} ({detail}). Start the local "
         "stack with `webgym up`, or set WEBGYM_BOOTSTRAP_SERVERS to your cluster."
     )
 
@@ -243,7 +244,7 @@ def view_cluster(settings: Settings, admin: AdminClient | None = None) -> Cluste
     try:
         described = admin.describe_cluster().result(timeout=10)
         metadata = admin.list_topics(timeout=10)
-    except KafkaException as exc:
+    except (KafkaException, TimeoutError) as exc:  # no broker: the future never completes
         raise _unreachable(settings, exc) from exc
     partitions = [
         (f"{name}[{pid}]", part)

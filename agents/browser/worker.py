@@ -254,11 +254,13 @@ class BrowserWorker:
         log.info("assigned %s", sorted({tp.partition for tp in partitions}))
 
     def _on_revoke(self, consumer, partitions: list[TopicPartition]) -> None:
+        log.info("revoked %s", sorted({tp.partition for tp in partitions}))
         self._release(partitions)
         self._store_finished()
         commit_now(consumer)
 
     def _on_lost(self, consumer, partitions: list[TopicPartition]) -> None:
+        log.info("lost %s", sorted({tp.partition for tp in partitions}))
         self._release(partitions)
 
     def _release(self, partitions: list[TopicPartition]) -> None:

@@ -54,7 +54,7 @@ SPECIAL_TOKENS = [
 # Not special in Qwen: they survive `skip_special_tokens=True`, which the reply parser relies on.
 TEXT_TOKENS = ["<tool_call>", "</tool_call>"]
 # Every reply's tool call starts with these characters (`parser.format_reply`): one token.
-TOOL_CALL_PREFIX = '{"name": "%s", "arguments": {"action": "' % TOOL_NAME
+TOOL_CALL_PREFIX = f'{{"name": "{TOOL_NAME}", "arguments": {{"action": "'
 PROMPT_LINE_MIN_CHARS = 16  # shorter system-prompt lines are left to BPE
 
 # Few vision tokens: a 1280x768 screenshot becomes 15 vision tokens (`MAX_PIXELS`: at most 16

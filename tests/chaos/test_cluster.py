@@ -15,6 +15,7 @@ pause, recovery) and ends with `webgym check` on its log.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -31,6 +32,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from commands.children import Child, settings_env
 from infra import stack
 from infra.kafka_config import client_config
+from infra.log_reader import read_topic
 from infra.settings import Settings
 from infra.stack.kafka import LocalKafka
 from infra.stack.process import port_is_free
@@ -207,9 +209,11 @@ EARLY, MIDWAY = EPISODES // 4, EPISODES // 2 + 1  # when the faults strike: epis
 
 
 def _battery(cluster: Settings, tag: str, fault: Fault, strike, request, **extra):
+    """One row of the table: the loop on the cluster, ``strike(run, summary, children)`` called
+    on every progress tick with the run's settings."""
     with isolated_settings(cluster) as settings:
         options = chaos_options(tag, episodes=EPISODES, in_flight=8, seed=5, **extra)
-        return chaos_run(settings, options, fault, strike, request)
+        return chaos_run(settings, options, fault, lambda *tick: strike(settings, *tick), request)
 
 
 def _add(children: dict[str, Child], name: str, like: str) -> Child:
@@ -233,7 +237,7 @@ def _assert_none_aborted(result) -> None:
 def test_browser_workers_added_mid_run_abort_nothing(cluster: Settings, request):
     fault = Fault("add a 2nd and a 3rd browser worker mid-run")
 
-    def strike(summary, children):
+    def strike(run, summary, children):
         due = (EARLY, MIDWAY)
         if len(fault.struck_ms) < 2 and summary.ended >= due[len(fault.struck_ms)]:
             name = f"browser worker {len(fault.struck_ms) + 2}"
@@ -248,22 +252,71 @@ def test_browser_workers_added_mid_run_abort_nothing(cluster: Settings, request)
     _assert_none_aborted(result)
 
 
+def _partitions_of(child: Child) -> set[int]:
+    """The partitions a browser worker holds now, from its log: ``assigned [..]`` adds,
+    ``revoked [..]`` and ``lost [..]`` take away (the group's rebalances are incremental)."""
+    held: set[int] = set()
+    for change, listed in re.findall(r"(assigned|revoked|lost) \[([\d, ]*)\]", child.text()):
+        numbers = {int(n) for n in listed.split(",") if n.strip()}
+        held = held | numbers if change == "assigned" else held - numbers
+    return held
+
+
+def _unanswered_acts(run: Settings, partitions: set[int]) -> list[str]:
+    """Episodes of the run, on ``partitions``, whose last act op has no observation yet."""
+    answered = {(e.record["episode_id"], e.record["step"]) for e in read_topic(run, "observations")}
+    ended = {
+        e.record["episode_id"]
+        for e in read_topic(run, "episodes")
+        if e.record["kind"] in ("finished", "aborted")
+    }
+    return sorted(
+        {
+            e.record["episode_id"]
+            for e in read_topic(run, "ops.act")
+            if e.partition in partitions
+            and e.record["episode_id"] not in ended
+            and (e.record["episode_id"], e.record["step"]) not in answered
+        }
+    )
+
+
 @pytest.mark.parametrize("kill", [False, True], ids=["sigterm", "sigkill"])
 def test_a_browser_worker_that_goes_leaves_its_episodes_to_the_other(
     cluster: Settings, request, kill: bool
 ):
     fault = Fault(f"{'SIGKILL' if kill else 'SIGTERM'} one browser worker of two")
+    moved: list[str] = []
+    looked = [0.0]
 
-    def strike(summary, children):
-        if summary.ended >= EPISODES // 3 and not fault.struck_ms:
-            _remove(children, "browser worker 2", kill=kill)
+    def strike(run, summary, children):
+        """Once a third of the run ended, the worker goes while it is running an act op: frozen
+        (SIGSTOP) while the log is read, so nothing it answers meanwhile hides the op. Its
+        next owner has to rebuild the page from the log: a migration, whatever the timing.
+        (An episode that had only navigated, the usual case at a random moment, just navigates
+        again on the other worker: nothing to migrate.)"""
+        if fault.struck_ms or summary.ended < EPISODES // 3 or time.monotonic() < looked[0] + 2:
+            return
+        looked[0] = time.monotonic()
+        leaving = children["browser worker 2"]
+        leaving.process.send_signal(signal.SIGSTOP)
+        try:
+            moved.extend(_unanswered_acts(run, _partitions_of(leaving)))
+        finally:
+            if not moved:
+                leaving.process.send_signal(signal.SIGCONT)
+        if moved:
             fault.mark()
+            children.pop("browser worker 2")  # not a crash of the run: it is meant to go
+            leaving.process.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
+            leaving.process.send_signal(signal.SIGCONT)
+            leaving.process.wait(timeout=60)
 
     tag = "bkill" if kill else "term"
     result = _battery(cluster, tag, fault, strike, request, browser_workers=2)
-    assert fault.struck_ms
+    assert fault.struck_ms and moved
     assert_nothing_lost(result, EPISODES)
-    assert result.row["migrations"] > 0, result.row
+    assert result.row["migrations"] > 0, (moved, result.row)
     if not kill:  # handed over cleanly: nothing may abort
         assert result.row["aborted"] == 0, result.row["aborted_reasons"]
     for reason in result.row["aborted_reasons"]:  # a kill: only pages the log cannot rebuild
@@ -273,7 +326,7 @@ def test_a_browser_worker_that_goes_leaves_its_episodes_to_the_other(
 def test_policy_workers_added_and_removed_abort_nothing(cluster: Settings, request):
     fault = Fault("add a 2nd policy worker, then stop the 1st")
 
-    def strike(summary, children):
+    def strike(run, summary, children):
         if summary.ended >= EARLY and not fault.struck_ms:
             _add(children, "policy worker 2", "policy worker").wait_for("assigned", 120)
             fault.mark()
@@ -295,7 +348,7 @@ def _broker_fault(
     fault = Fault(name)
     restarted: list[bool] = []
 
-    def strike(summary, children):
+    def strike(run, summary, children):
         if summary.ended >= EARLY and not fault.struck_ms:
             node = pick()
             _sigkill(cluster, node)

@@ -41,7 +41,9 @@ class RecordingOpenAI:
 
 def _llm(server: str, model: str) -> tuple[LLMClient, RecordingOpenAI]:
     config = LLMConfig(server, model, max_tokens=16, max_attempts=2, timeout_s=60)
-    recording = RecordingOpenAI(openai.OpenAI(base_url=server, api_key=resolve_api_key(config.api_key)))
+    recording = RecordingOpenAI(
+        openai.OpenAI(base_url=server, api_key=resolve_api_key(config.api_key))
+    )
     return LLMClient(config, recording), recording
 
 

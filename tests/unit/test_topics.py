@@ -1,4 +1,7 @@
+import pytest
+
 from infra.settings import Settings
+from infra.topic_admin import BrokerUnreachable, view_cluster
 from infra.topics import TOPICS, episode_topics, event_type, topic_spec
 from schemas.serde import default_catalog
 
@@ -62,3 +65,20 @@ def test_every_topic_names_an_event_type_the_catalog_holds():
 def test_episode_topics_are_the_episode_keyed_rows_in_table_order():
     assert episode_topics()[:2] == ("episodes", "ops.navigate")
     assert "tasks" not in episode_topics() and "dlq" not in episode_topics()
+
+
+class _SilentAdmin:
+    """An admin client whose broker never answers: its futures time out."""
+
+    def describe_cluster(self):
+        class Pending:
+            def result(self, timeout=None):
+                raise TimeoutError()
+
+        return Pending()
+
+
+def test_a_broker_that_never_answers_is_unreachable_not_a_traceback():
+    settings = Settings(bootstrap_servers="127.0.0.1:1")
+    with pytest.raises(BrokerUnreachable, match="no answer in time.*webgym up"):
+        view_cluster(settings, admin=_SilentAdmin())
