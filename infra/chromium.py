@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shlex
 import subprocess
+from pathlib import Path
 from typing import Any
 
 from infra.settings import Settings
@@ -37,10 +40,33 @@ def launch_options(settings: Settings, extra_args: list[str] | None = None) -> d
             "`apt-get install chromium`, or set WEBGYM_CHROMIUM_PATH to a Chromium executable."
         )
     return {
-        "executable_path": str(settings.chromium_path),
+        "executable_path": str(launcher(settings)),
         "headless": True,
         "args": [*CHROMIUM_ARGS, *(extra_args or [])],
     }
+
+
+def launcher(settings: Settings) -> Path:
+    """The executable Playwright starts: the configured Chromium itself or, with
+    ``browser_nice`` above 0, a script in the cache dir that execs it under ``nice``, so the
+    browser and every process it forks (zygotes, renderers, GPU) run at that niceness. The
+    script is rewritten atomically when missing or different, so workers sharing a cache dir
+    never see half of one."""
+    if settings.browser_nice == 0:
+        return settings.chromium_path
+    script = settings.cache_dir / "chromium" / f"chromium-nice-{settings.browser_nice}"
+    text = (
+        "#!/bin/sh\n# Written by webgym (WEBGYM_BROWSER_NICE): Chromium at a lower CPU priority.\n"
+        f"exec nice -n {settings.browser_nice} {shlex.quote(str(settings.chromium_path))} "
+        '"$@"\n'
+    )
+    if not script.exists() or script.read_text() != text:
+        script.parent.mkdir(parents=True, exist_ok=True)
+        staged = script.with_name(f"{script.name}.{os.getpid()}")
+        staged.write_text(text)
+        staged.chmod(0o755)
+        staged.replace(script)
+    return script
 
 
 def chromium_version(settings: Settings) -> str:

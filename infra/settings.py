@@ -81,6 +81,13 @@ class Settings(BaseSettings):
     chromium_path: Path = Field(
         Path("/usr/bin/chromium"), description="Chromium executable Playwright launches"
     )
+    browser_nice: int = Field(
+        0,
+        ge=0,
+        le=19,
+        description="niceness of every Chromium process (0: as the worker); with browsers "
+        "saturating the cores, a higher value lets the broker and the workers run first",
+    )
 
     # Browser workers
     practice_web_address: str = Field(

@@ -1,0 +1,46 @@
+"""The Chromium executable Playwright starts: the configured one, or a nice wrapper around it."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from infra.chromium import launch_options, launcher
+from infra.settings import Settings
+
+
+def _fake_chromium(tmp_path: Path) -> Path:
+    """A stand-in that prints its niceness and its arguments, as the wrapper passes them."""
+    fake = tmp_path / "my chromium"  # a space: the wrapper must quote the path
+    fake.write_text('#!/bin/sh\necho "$(nice) $*"\n')
+    fake.chmod(0o755)
+    return fake
+
+
+def test_without_a_niceness_playwright_starts_chromium_itself(tmp_path: Path):
+    settings = Settings(chromium_path=_fake_chromium(tmp_path), cache_dir=tmp_path / "cache")
+    assert launch_options(settings)["executable_path"] == str(settings.chromium_path)
+    assert not (tmp_path / "cache").exists()
+
+
+def test_a_niceness_wraps_chromium_and_passes_every_argument(tmp_path: Path):
+    settings = Settings(
+        chromium_path=_fake_chromium(tmp_path), cache_dir=tmp_path / "cache", browser_nice=7
+    )
+    wrapper = Path(launch_options(settings)["executable_path"])
+    assert wrapper.parent == tmp_path / "cache" / "chromium"
+    ran = subprocess.run(
+        [wrapper, "--headless=new", "a b"], capture_output=True, text=True, check=True
+    )
+    base = int(subprocess.run(["nice"], capture_output=True, text=True).stdout)
+    assert ran.stdout.split() == [str(min(19, base + 7)), "--headless=new", "a", "b"]
+
+
+def test_the_wrapper_follows_the_settings_and_leaves_nothing_half_written(tmp_path: Path):
+    cache = tmp_path / "cache"
+    first = Settings(chromium_path=_fake_chromium(tmp_path), cache_dir=cache, browser_nice=5)
+    path = launcher(first)
+    assert launcher(first) == path  # the same settings: the same script, not rewritten
+    moved = first.model_copy(update={"chromium_path": Path("/opt/other/chromium")})
+    assert launcher(moved) == path and "/opt/other/chromium" in path.read_text()
+    assert sorted(p.name for p in path.parent.iterdir()) == ["chromium-nice-5"]
