@@ -6,8 +6,9 @@ process under it, by proportional set size) must stay bounded.
 (``make soak``), the row, with its provenance, is also written there: ``bench/results/soak.json``.
 Memory is sampled every few seconds from ``/proc``; the test compares the last fifth of the run
 with the first fifth after warm-up, writes the samples and the growth to the fault table, and fails
-if the worker grew by more than a fixed allowance (a leak of even 100 kB per episode would exceed
-it).
+if the worker's Python heap grew by more than 16 MB or, from 500 episodes on, the worker and its
+Chromium together by more than a fixed allowance (a leak of even 100 kB per episode over 1,000
+episodes would exceed it; CI's 120 episodes are too few: Chromium alone wobbles by 150 MB).
 """
 
 from __future__ import annotations
@@ -32,6 +33,12 @@ SAMPLE_EVERY_S = 5.0
 # Chromium's heaps, caches and a recycled browser's overlap are allowed to wobble; a leak per
 # episode is not: 1,000 episodes x 100 kB would already exceed this.
 ALLOWED_GROWTH_MB = 96.0
+# The worker's own Python heap does not wobble with the browser (70-73 MB over CI's soaks).
+ALLOWED_PYTHON_GROWTH_MB = 16.0
+# Below this many episodes the bound on the worker and Chromium together is not checked: over
+# 120 episodes with a fresh browser every 40, Chromium's total moved by -56 to +156 MB from run
+# to run with the worker's own heap flat, more than any leak so short a run could show.
+WHOLE_BOUND_FROM_EPISODES = 500
 
 
 def test_one_browser_worker_serves_a_thousand_episodes_in_bounded_memory(run_settings, request):
@@ -72,5 +79,7 @@ def test_one_browser_worker_serves_a_thousand_episodes_in_bounded_memory(run_set
     if os.environ.get("WEBGYM_SOAK_RESULT"):  # `make soak`: the full soak is a benchmark
         record = {**result.row, "episodes": EPISODES, "allowed_growth_mb": ALLOWED_GROWTH_MB}
         write_result(Path(os.environ["WEBGYM_SOAK_RESULT"]), record)
-    assert late - early <= ALLOWED_GROWTH_MB, growth
+    assert late_py - early_py <= ALLOWED_PYTHON_GROWTH_MB, growth
+    if EPISODES >= WHOLE_BOUND_FROM_EPISODES:
+        assert late - early <= ALLOWED_GROWTH_MB, growth
     assert late_py - early_py <= ALLOWED_GROWTH_MB / 3, growth
