@@ -376,13 +376,11 @@ class BrowserWorker:
         if held is None and operation.kind == "act":
             try:
                 async with self.budgets["act"]:
-                    held, answered = await self._take_over(operation)
+                    held = await self._take_over(operation)
             except EpisodeFailure as failure:
                 await self._fail(episode_id, record["step"], failure.reason, operation)
                 return
-            if held is None:  # the log shows the episode over on the browser side
-                await self._forget_episode(episode_id)
-            if held is None or answered:
+            if held is None:  # nothing to serve: answered already, or over on the browser side
                 self._finished(operation.tp, operation.offset)
                 return
         timings = {"transit": float(max(0, operation.received_ms - record["ts"]))}
@@ -421,19 +419,22 @@ class BrowserWorker:
         timings[operation.kind] = (time.monotonic() - started) * 1000
         return error, await held.session.observe_for(operation.record)
 
-    async def _take_over(self, operation: Operation) -> tuple[HeldEpisode | None, bool]:
+    async def _take_over(self, operation: Operation) -> HeldEpisode | None:
         """Rebuild, from the log, the page of an episode another worker served, to serve
         ``operation`` (an act operation of an episode this worker does not hold).
 
         The episode's navigation and act operations up to the last one answered run again in a
         fresh context (:func:`agents.browser.migration.read_episode_log`, ``rebuild_plan``),
         each rebuilt page checked against its logged observation with the replay tolerance.
-        Returns the episode, held now, and whether ``operation`` itself was already answered
-        (its observation is in the log: it is not run twice); ``(None, True)`` when the log
-        shows the episode over on the browser side (a failure observation). Raises
-        EpisodeFailure: ``migration diverged at step k`` when the page rebuilt for step k
-        differs from its observation, ``browser context lost`` when the log no longer holds
-        the episode's navigation (retention).
+        Returns the episode, held now, to serve ``operation`` from. Returns None, and rebuilds
+        nothing, when there is nothing to serve: ``operation`` was answered already (its
+        previous owner sent the observation but had not committed the offset; the page is
+        rebuilt when the episode's next operation comes, so an episode that ends there costs
+        no rebuild and counts no migration), or the log shows the episode over on the browser
+        side (a failure observation; the episode is forgotten). Raises EpisodeFailure:
+        ``migration diverged at step k`` when the page rebuilt for step k differs from its
+        observation, ``browser context lost`` when the log no longer holds the episode's
+        navigation (retention).
         """
         record = operation.record
         episode_id, partition = record["episode_id"], operation.tp[1]
@@ -442,7 +443,16 @@ class BrowserWorker:
             read_episode_log, self.settings, episode_id, partition, record["ts"]
         )
         if history.failed is not None:
-            return None, True
+            await self._forget_episode(episode_id)
+            return None
+        if record["step"] in history.pages:
+            log.info(
+                "episode %s: step %d came again, answered by its previous owner; nothing to "
+                "serve until its next operation",
+                episode_id,
+                record["step"],
+            )
+            return None
         if history.navigate is None:
             raise EpisodeFailure(
                 "browser context lost: the episode's navigation is no longer in the log "
@@ -474,7 +484,7 @@ class BrowserWorker:
             held.migrated[0],
             read_ms,
         )
-        return held, reached == record["step"]
+        return held
 
     async def _open(self, record: dict[str, Any], partition: int) -> HeldEpisode:
         policy = UrlPolicy.for_episode(

@@ -291,8 +291,10 @@ def test_a_browser_worker_that_goes_leaves_its_episodes_to_the_other(
 
     def strike(run, summary, children):
         """Once a third of the run ended, the worker goes while it is running an act op: frozen
-        (SIGSTOP) while the log is read, so nothing it answers meanwhile hides the op. Its
-        next owner has to rebuild the page from the log: a migration, whatever the timing.
+        (SIGSTOP) while the log is read, so nothing it answers meanwhile hides the op, and read
+        only once what it sent before freezing is in the log (an op answered then, the last of
+        its episode, would leave nothing to migrate). Its next owner has to rebuild the page
+        from the log to serve the op: a migration, whatever the timing.
         (An episode that had only navigated, the usual case at a random moment, just navigates
         again on the other worker: nothing to migrate.)"""
         if fault.struck_ms or summary.ended < EPISODES // 3 or time.monotonic() < looked[0] + 2:
@@ -300,6 +302,7 @@ def test_a_browser_worker_that_goes_leaves_its_episodes_to_the_other(
         looked[0] = time.monotonic()
         leaving = children["browser worker 2"]
         leaving.process.send_signal(signal.SIGSTOP)
+        time.sleep(1.5)  # what it sent before it froze lands (replicated) before the log is read
         try:
             moved.extend(_unanswered_acts(run, _partitions_of(leaving)))
         finally:
