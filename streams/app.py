@@ -43,6 +43,7 @@ from streams.processors import inferences as on_inferences
 from streams.processors import judge, leases
 from streams.processors import observations as on_observations
 from streams.processors import scored as on_scored
+from streams.row_codec import TABLE_SERIALIZER
 from tasks.catalog import TaskCatalog
 
 log = logging.getLogger("streams")
@@ -90,6 +91,12 @@ class KeyPartitionedTable(faust.Table):
     """
 
     _partitioner = DefaultPartitioner()
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        # Rows are rewritten whole at every step: their changelog is compressed (Faust takes the
+        # serializer from the value type, so it is set here, before the store and changelog).
+        self.value_serializer = TABLE_SERIALIZER
 
     def partition_for_key(self, key: Any) -> int:
         partitions = list(range(self.partitions))
