@@ -359,8 +359,10 @@ def episode_marks(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def _copy(state: dict[str, Any]) -> dict[str, Any]:
-    # Table rows are replaced, never mutated in place: the memory store keeps the object.
-    return json.loads(json.dumps(state))
+    """A row to change: table rows are replaced, never mutated in place (the memory store keeps
+    the object). Copy on write: transitions assign the row's fields anew and only append to
+    ``history``, so the row and its history list are copied, the rest is shared."""
+    return {**state, "history": list(state["history"])}
 
 
 def _duplicate(state: dict[str, Any], event_id: str) -> Transition:
