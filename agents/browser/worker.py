@@ -45,6 +45,8 @@ from infra.topics import event_type
 from schemas.serde import EventDecodeError, SchemaCatalog, default_catalog
 
 log = logging.getLogger(__name__)
+LATEST = -1  # ListOffsets' timestamp for a partition's end
+UNKNOWN_END = 2**62  # an end not known: every operation is below it
 
 GROUP_ID = "webgym-browser"
 TERMINAL_MEMORY = 100_000  # episode ids remembered as over, to ignore their late operations
@@ -147,6 +149,9 @@ class BrowserWorker:
         self._to_store: list[TopicPartition] = []
         self._store_lock = threading.Lock()
         self._assigned: set[int] = set()
+        # Per partition held: the end of ops.navigate when it was assigned. A navigate op below
+        # it may have been answered by the partition's previous owner (:meth:`_navigated_before`).
+        self._navigate_end: dict[int, int] = {}
         self._fatal: BaseException | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -251,6 +256,18 @@ class BrowserWorker:
 
     def _on_assign(self, consumer, partitions: list[TopicPartition]) -> None:
         self._assigned |= {tp.partition for tp in partitions}
+        navigate = self.settings.topic("ops.navigate")
+        latest = [TopicPartition(navigate, tp.partition, LATEST) for tp in partitions
+                  if tp.topic == navigate]  # fmt: skip
+        if latest:
+            try:  # one ListOffsets request for all of them
+                ends = consumer.offsets_for_times(latest, timeout=5)
+            except KafkaException as exc:  # unknown: every navigate op is looked up
+                log.info("end of %s unknown (%s): navigations looked up in the log", navigate, exc)
+                ends = [TopicPartition(navigate, tp.partition, UNKNOWN_END) for tp in latest]
+            for end in ends:
+                known = end.error is None and end.offset >= 0
+                self._navigate_end[end.partition] = end.offset if known else UNKNOWN_END
         log.info("assigned %s", sorted({tp.partition for tp in partitions}))
 
     def _on_revoke(self, consumer, partitions: list[TopicPartition]) -> None:
@@ -273,6 +290,8 @@ class BrowserWorker:
         for tp in partitions:
             self.offsets.forget((tp.topic, tp.partition))
         self._assigned -= numbers
+        for number in numbers:
+            self._navigate_end.pop(number, None)
 
     # -- event loop -----------------------------------------------------------------------------
 
@@ -383,6 +402,12 @@ class BrowserWorker:
             if held is None:  # nothing to serve: answered already, or over on the browser side
                 self._finished(operation.tp, operation.offset)
                 return
+        if held is None and operation.kind == "navigate":
+            async with self.budgets["navigate"]:
+                navigated = await self._navigated_before(operation)
+            if navigated:
+                self._finished(operation.tp, operation.offset)
+                return
         timings = {"transit": float(max(0, operation.received_ms - record["ts"]))}
         # Every browser call has its own timeout; this bounds a page that stops answering at all.
         limit_s = record["timeout_ms"] / 1000 + SCREENSHOT_TIMEOUT_MS / 1000 + 10
@@ -485,6 +510,33 @@ class BrowserWorker:
             read_ms,
         )
         return held
+
+    async def _navigated_before(self, operation: Operation) -> bool:
+        """Whether a navigate operation of an episode this worker does not hold was answered
+        already, by the previous owner of its partition (which died or left before committing
+        its offset). Such an episode is not navigated again: its page is rebuilt from the log
+        at its next operation (:meth:`_take_over`), as its act operations are. Only operations
+        that were in the log when this worker got the partition can have been; only those
+        cost a read of the log. True also when the log shows the episode over on the browser
+        side (it is forgotten).
+        """
+        if operation.offset >= self._navigate_end.get(operation.tp[1], 0):
+            return False
+        record = operation.record
+        history = await asyncio.to_thread(
+            read_episode_log, self.settings, record["episode_id"], operation.tp[1], record["ts"]
+        )
+        if history.failed is not None:
+            await self._forget_episode(record["episode_id"])
+            return True
+        if 0 in history.pages:
+            log.info(
+                "episode %s: its navigation came again, answered by its previous owner; its "
+                "page is rebuilt at its next operation",
+                record["episode_id"],
+            )
+            return True
+        return False
 
     async def _open(self, record: dict[str, Any], partition: int) -> HeldEpisode:
         policy = UrlPolicy.for_episode(

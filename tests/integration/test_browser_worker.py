@@ -242,6 +242,29 @@ def test_a_killed_worker_s_episodes_continue_on_its_replacement(
         assert episodes.observations[episode_id][1]["ts"] == before[episode_id]["ts"]  # once
 
 
+def test_a_navigation_answered_before_a_kill_is_not_run_again(
+    start_worker, episodes, practice_web
+):
+    """Killed as soon as its navigations are answered: they may come again to the replacement
+    (offsets not committed yet). It does not navigate again (the observation stays the first);
+    the page is rebuilt from the log at step 1."""
+    first = start_worker()
+    names = [_episode(f"renav{i}") for i in range(4)]
+    for i, episode_id in enumerate(names):
+        episodes.navigate(episode_id, practice_web.base_url(practice_web.sites[i]))
+    before = {n: episodes.observation(n, 0) for n in names}
+    first.kill()
+    start_worker()
+    for episode_id in names:
+        episodes.act(episode_id, 1, {"kind": "scroll", "direction": "down", "amount": 300})
+    episodes.collect(lambda e: all(1 in e.observations.get(n, {}) for n in names), timeout=120)
+    episodes.drain(2)
+    assert not [n for n in names if n in episodes.failures], episodes.failures
+    for episode_id in names:
+        assert episodes.observations[episode_id][0]["ts"] == before[episode_id]["ts"]  # once
+        assert _migrated(episodes.observations[episode_id][1])
+
+
 def test_moved_episodes_continue_on_their_new_owner(start_worker, episodes, practice_web):
     start_worker()
     names = _episodes_on_every_partition("move", episodes.settings.default_partitions, 2)
