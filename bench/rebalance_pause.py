@@ -32,7 +32,7 @@ from infra.log_reader import read_topic
 from infra.producer import now_ms
 from infra.provenance import write_result
 from infra.settings import Settings
-from infra.topic_admin import build_admin, create_topics, delete_topics
+from infra.topic_admin import create_topics, delete_topics
 from streams.targets import send_stop
 
 RESULTS = Path(__file__).parent / "results" / "rebalance_pause.json"
@@ -151,14 +151,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         try:
             runs.append(_one_run(settings, args.episodes, repetition))
         finally:
-            delete_topics(settings)
-            admin = build_admin(settings)
-            internal = [
-                t for t in admin.list_topics(timeout=10).topics if t.startswith(f"{prefix}-")
-            ]
-            if internal:
-                for future in admin.delete_topics(internal).values():
-                    future.result()
+            delete_topics(settings, internal=True)
         print(runs[-1])
 
     def median(group: str, key: str) -> float:

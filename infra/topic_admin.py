@@ -215,11 +215,27 @@ def describe_topics(
     return described
 
 
-def delete_topics(settings: Settings, admin: AdminClient | None = None) -> list[str]:
-    """Delete the table's topics under ``settings.topic_prefix`` (tests, benchmarks)."""
+def prefix_topics(settings: Settings, admin: AdminClient | None = None) -> list[str]:
+    """Every topic under ``settings.topic_prefix``: the topic table's and the Faust app's own
+    (changelogs, repartitions, named ``<prefix>-...``)."""
     admin = admin or build_admin(settings)
-    present = existing_partitions(admin, settings)
-    names = [spec.name(settings) for spec in TOPICS if spec.name(settings) in present]
+    prefix = settings.topic_prefix
+    listed = admin.list_topics(timeout=ADMIN_TIMEOUT_S).topics
+    return sorted(t for t in listed if t.startswith((f"{prefix}.", f"{prefix}-")))
+
+
+def delete_topics(
+    settings: Settings, admin: AdminClient | None = None, *, internal: bool = False
+) -> list[str]:
+    """Delete the table's topics under ``settings.topic_prefix`` (tests, benchmarks); with
+    ``internal``, every topic under the prefix, the Faust app's own too (:func:`prefix_topics`),
+    so that a prefix used once leaves nothing behind."""
+    admin = admin or build_admin(settings)
+    if internal:
+        names = prefix_topics(settings, admin)
+    else:
+        present = existing_partitions(admin, settings)
+        names = [spec.name(settings) for spec in TOPICS if spec.name(settings) in present]
     if names:
         for future in admin.delete_topics(names, operation_timeout=ADMIN_TIMEOUT_S).values():
             future.result(timeout=ADMIN_TIMEOUT_S)

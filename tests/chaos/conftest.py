@@ -29,7 +29,6 @@ from infra.consumer import watermarks
 from infra.log_reader import read_topic
 from infra.provenance import write_result
 from infra.settings import Settings
-from infra.topic_admin import build_admin
 from tests.e2e.conftest import isolated_settings, run_options
 
 ROWS: list[dict[str, Any]] = []
@@ -167,17 +166,6 @@ def chaos_run(
     ROWS.append(row)
     save_row(settings, row, request.node.name if request is not None else fault.name)
     return ChaosResult(summary, report, row)
-
-
-def prefix_topics(settings: Settings) -> list[str]:
-    """Every topic of the deployment's prefix: the topic table's and the Faust app's own
-    (changelogs, repartitions)."""
-    prefix = settings.topic_prefix
-    return [
-        t
-        for t in build_admin(settings).list_topics(timeout=10).topics
-        if t.startswith((f"{prefix}.", f"{prefix}-"))
-    ]
 
 
 def partition_watermarks(

@@ -37,10 +37,11 @@ from commands.main import app
 from infra.consumer import build_consumer
 from infra.minio_store import build_minio
 from infra.settings import Settings
+from infra.topic_admin import prefix_topics
 from sites import generate_sites
 from sites.tasks import generate_tasks
 from tasks.webgym_format import write_webgym_jsonl
-from tests.chaos.conftest import command_tree, partition_watermarks, prefix_topics
+from tests.chaos.conftest import command_tree, partition_watermarks
 from tests.e2e.conftest import isolated_settings
 
 REPO = Path(__file__).resolve().parents[2]

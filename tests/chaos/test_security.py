@@ -49,6 +49,7 @@ from infra.processes import descendants
 from infra.producer import EventProducer
 from infra.settings import Settings
 from infra.stack.process import ManagedProcess
+from infra.topic_admin import prefix_topics
 from sites import generate_sites
 from sites.tasks import generate_tasks
 from streams.row_codec import plain
@@ -59,7 +60,6 @@ from tests.chaos.conftest import (
     chaos_run,
     command_tree,
     partition_watermarks,
-    prefix_topics,
 )
 from tests.e2e.conftest import isolated_settings
 from tests.integration.browser_fleet import Episodes

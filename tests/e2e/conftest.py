@@ -21,7 +21,7 @@ from commands.children import settings_env
 from commands.local_run import RunOptions, RunSummary, run_local
 from infra.minio_store import build_minio, ensure_buckets
 from infra.settings import Settings
-from infra.topic_admin import build_admin, create_topics, delete_topics
+from infra.topic_admin import create_topics, delete_topics
 
 
 def pytest_collection_modifyitems(items):
@@ -71,16 +71,7 @@ def isolated_settings(stack_settings: Settings) -> Iterator[Settings]:
         for item in minio.list_objects(isolated.policies_bucket, recursive=True):
             minio.remove_object(isolated.policies_bucket, item.object_name)
         minio.remove_bucket(isolated.policies_bucket)
-        delete_topics(isolated)
-        admin = build_admin(isolated)
-        internal = [
-            t
-            for t in admin.list_topics(timeout=10).topics
-            if t.startswith((f"{prefix}-", f"{prefix}."))
-        ]
-        if internal:  # the Faust app's changelog topics, re-scored streams
-            for future in admin.delete_topics(internal).values():
-                future.result()
+        delete_topics(isolated, internal=True)  # the Faust app's changelogs too
 
 
 @pytest.fixture
