@@ -42,6 +42,7 @@ from confluent_kafka import KafkaException
 
 from agents.policy.workload import WorkloadSpec, episode_length
 from analytics.stats import TOPICS, RunStats
+from bench import log_bytes
 from bench.process_profile import ProcessProfile
 from bench.rollout_sim import SimEpisode, simulate
 from commands.local_run import RunOptions, run_local
@@ -228,7 +229,7 @@ def kafka_unloaded(base: Settings, steps_per_s: float, seconds: float = 30.0) ->
             **probe.close(),
         }
     finally:
-        delete_topics(settings)
+        delete_topics(settings, internal=True)  # the Faust app's changelogs too
 
 
 def run_phase(
@@ -293,12 +294,15 @@ def run_phase(
             "kafka_added_ms": kafka,
             "utilisation": _utilisation(settings, wall, args.in_flight),
             "profile": profile.stop(figures["throughput"]["steps"]),
+            "log": log_bytes.measure(
+                settings, figures["throughput"]["steps"], figures["throughput"]["steps_per_s"]
+            ),
             "browser_workers": browser_workers,
             "partitions": settings.default_partitions,
             "_episodes": ran,
         }
     finally:
-        delete_topics(settings)
+        delete_topics(settings, internal=True)  # the Faust app's changelogs too
 
 
 def ideal(
@@ -523,6 +527,7 @@ HEADLINE = (
     ("kafka_unloaded", "all", "p50"),
     ("kafka_unloaded", "all", "p99"),
     ("async", "profile", "pipeline_cpu_s_per_step"),
+    ("async", "log", "bytes_per_step"),
     ("instant", "profile", "pipeline_cpu_s_per_step"),
     ("instant", "profile", "chromium_cpu_s_per_step"),
     ("bare", "profile", "chromium_cpu_s_per_step"),
