@@ -48,6 +48,15 @@ def test_one_small_round_profiles_every_process_and_says_where_it_came_from(
             figures = profile["by_role"][role]
             assert figures["cpu_s_per_step"] > 0 and figures["rss_mb"] > 0, (phase, role)
         assert 0 < profile["pipeline_cpu_s_per_step"] and 0 < profile["coverage"]
+        # What the phase wrote to the log, per topic: the step topics and Faust's changelog.
+        log = result[phase]["log"]
+        by_topic = log["by_topic_bytes_per_step"]
+        for topic in ("observations", "ops.act", "inferences", "streams-episodes-changelog"):
+            assert by_topic.get(topic, 0) > 0, (phase, by_topic)
+        assert log["replicas"] >= 1 and log["bytes_per_step"] == pytest.approx(
+            sum(by_topic.values()), abs=len(by_topic)
+        )
+        assert by_topic["observations"] > by_topic["ops.act"]  # a screenshot, not an action
     bare = result["bare"]["profile"]
     assert "chromium renderer" in bare["by_role"] and "browser worker" not in bare["by_role"]
 
