@@ -116,6 +116,9 @@ class ProfileAccount:
             entry = self.seen.get(key)
             if entry is None:  # there at the start: from here on; born since: all of its time
                 entry = self.seen[key] = _Seen(role, stat.cpu_s if first else 0.0)
+            # What it is now: a process that exec'd since (Debian's `chromium` is a shell
+            # script until it execs the browser) counts, all of it, as what it became.
+            entry.role = role
             entry.last_cpu_s = stat.cpu_s
             rss[role] = rss.get(role, 0) + stat.rss_bytes
         for role, total in rss.items():

@@ -77,6 +77,20 @@ def test_cpu_is_counted_inside_the_window_and_memory_at_its_peak():
     assert list(figures["by_role"]) == ["chromium renderer", "kafka broker"]  # by CPU
 
 
+def test_a_process_that_execs_counts_as_what_it_became():
+    # Debian's `chromium` is a shell script that execs the browser: first seen as `sh`.
+    account = ProfileAccount()
+    account.add(0.0, 100.0, [("kafka broker", _stat(1, 10.0, 900))])
+    account.add(1.0, 101.0, [("kafka broker", _stat(1, 10.1, 900)),
+                             ("other sh", _stat(5, 0.01, 2))])  # fmt: skip
+    account.add(2.0, 103.0, [("kafka broker", _stat(1, 10.2, 900)),
+                             ("chromium browser", _stat(5, 1.5, 300))])  # fmt: skip
+    by_role = account.figures(steps=3)["by_role"]
+    assert "other sh" not in by_role
+    browser = by_role["chromium browser"]
+    assert browser["cpu_s"] == 1.5 and browser["processes"] == 1
+
+
 def test_the_profiler_and_the_bench_helpers_are_not_the_pipeline_s_cost():
     account = ProfileAccount()
     processes = [("profiler", 1), ("bench helper", 2), ("bench", 3), ("browser worker", 4)]
