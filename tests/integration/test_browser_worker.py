@@ -205,6 +205,15 @@ def test_forbidden_urls_and_browser_surprises_are_data(start_worker, episodes, p
     assert episode_id not in episodes.failures
 
 
+def _scroll_all(episodes, names: list[str], step: int) -> None:
+    """Step ``step`` of every episode of ``names`` (a scroll), answered, none failed."""
+    for episode_id in names:
+        episodes.act(episode_id, step, {"kind": "scroll", "direction": "down", "amount": 300})
+    episodes.collect(lambda e: all(step in e.observations.get(n, {}) for n in names), timeout=120)
+    episodes.drain(2)
+    assert not [n for n in names if n in episodes.failures], episodes.failures
+
+
 def _migrated(observation: dict) -> bool:
     timings = observation["timings_ms"]
     return "migration" in timings and "migration_pause" in timings
@@ -228,11 +237,7 @@ def test_a_killed_worker_s_episodes_continue_on_its_replacement(
     time.sleep(settle_s)  # the worker commits acknowledged work every 500 ms
     first.kill()
     start_worker()  # takes over every partition of the group
-    for episode_id in names:
-        episodes.act(episode_id, 2, {"kind": "scroll", "direction": "down", "amount": 300})
-    episodes.collect(lambda e: all(2 in e.observations.get(n, {}) for n in names), timeout=120)
-    episodes.drain(2)
-    assert not [n for n in names if n in episodes.failures], episodes.failures
+    _scroll_all(episodes, names, 2)
     for episode_id in names:
         # The page was rebuilt (navigation, then step 1's scroll) and served step 2 from there.
         after = episodes.observations[episode_id][2]
@@ -242,9 +247,7 @@ def test_a_killed_worker_s_episodes_continue_on_its_replacement(
         assert episodes.observations[episode_id][1]["ts"] == before[episode_id]["ts"]  # once
 
 
-def test_a_navigation_answered_before_a_kill_is_not_run_again(
-    start_worker, episodes, practice_web
-):
+def test_a_navigation_answered_before_a_kill_is_not_run_again(start_worker, episodes, practice_web):
     """Killed as soon as its navigations are answered: they may come again to the replacement
     (offsets not committed yet). It does not navigate again (the observation stays the first);
     the page is rebuilt from the log at step 1."""
@@ -255,11 +258,7 @@ def test_a_navigation_answered_before_a_kill_is_not_run_again(
     before = {n: episodes.observation(n, 0) for n in names}
     first.kill()
     start_worker()
-    for episode_id in names:
-        episodes.act(episode_id, 1, {"kind": "scroll", "direction": "down", "amount": 300})
-    episodes.collect(lambda e: all(1 in e.observations.get(n, {}) for n in names), timeout=120)
-    episodes.drain(2)
-    assert not [n for n in names if n in episodes.failures], episodes.failures
+    _scroll_all(episodes, names, 1)
     for episode_id in names:
         assert episodes.observations[episode_id][0]["ts"] == before[episode_id]["ts"]  # once
         assert _migrated(episodes.observations[episode_id][1])
