@@ -24,7 +24,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 from playwright.async_api import async_playwright
 
-from agents.browser.migration import read_episode_log
+from agents.browser.migration import EpisodeLog, read_episode_log
 from agents.browser.page_match import page_differences
 from agents.browser.pool import BrowserPool, PooledBrowser
 from agents.browser.session import (
@@ -464,19 +464,8 @@ class BrowserWorker:
         record = operation.record
         episode_id, partition = record["episode_id"], operation.tp[1]
         started = time.monotonic()
-        history = await asyncio.to_thread(
-            read_episode_log, self.settings, episode_id, partition, record["ts"]
-        )
-        if history.failed is not None:
-            await self._forget_episode(episode_id)
-            return None
-        if record["step"] in history.pages:
-            log.info(
-                "episode %s: step %d came again, answered by its previous owner; nothing to "
-                "serve until its next operation",
-                episode_id,
-                record["step"],
-            )
+        history = await self._unserved_history(operation)
+        if history is None:
             return None
         if history.navigate is None:
             raise EpisodeFailure(
@@ -512,31 +501,40 @@ class BrowserWorker:
         return held
 
     async def _navigated_before(self, operation: Operation) -> bool:
-        """Whether a navigate operation of an episode this worker does not hold was answered
-        already, by the previous owner of its partition (which died or left before committing
-        its offset). Such an episode is not navigated again: its page is rebuilt from the log
-        at its next operation (:meth:`_take_over`), as its act operations are. Only operations
-        that were in the log when this worker got the partition can have been; only those
-        cost a read of the log. True also when the log shows the episode over on the browser
-        side (it is forgotten).
+        """Whether a navigate operation of an episode this worker does not hold needs no
+        serving (:meth:`_unserved_history`): answered already by the previous owner of its
+        partition, or the episode over. Such an episode is not navigated again: its page is
+        rebuilt from the log at its next operation (:meth:`_take_over`), as its act operations
+        are. Only operations that were in the log when this worker got the partition can have
+        been answered; only those cost a read of the log.
         """
         if operation.offset >= self._navigate_end.get(operation.tp[1], 0):
             return False
+        return await self._unserved_history(operation) is None
+
+    async def _unserved_history(self, operation: Operation) -> EpisodeLog | None:
+        """The log's records of ``operation``'s episode (its partition, from its start), or
+        None when ``operation`` needs no serving: the log holds its step's observation (the
+        partition's previous owner answered it, then died or left before committing its
+        offset; the page is rebuilt at the episode's next operation, so an episode that ends
+        there costs no rebuild), or shows the episode over on the browser side (a failure
+        observation; the episode is forgotten)."""
         record = operation.record
         history = await asyncio.to_thread(
             read_episode_log, self.settings, record["episode_id"], operation.tp[1], record["ts"]
         )
         if history.failed is not None:
             await self._forget_episode(record["episode_id"])
-            return True
-        if 0 in history.pages:
+            return None
+        if record["step"] in history.pages:
             log.info(
-                "episode %s: its navigation came again, answered by its previous owner; its "
-                "page is rebuilt at its next operation",
+                "episode %s: step %d came again, answered by its previous owner; its page is "
+                "rebuilt at its next operation",
                 record["episode_id"],
+                record["step"],
             )
-            return True
-        return False
+            return None
+        return history
 
     async def _open(self, record: dict[str, Any], partition: int) -> HeldEpisode:
         policy = UrlPolicy.for_episode(
