@@ -16,7 +16,6 @@ deduplicated: :meth:`analytics.check_episode.Episode.build`; how steps are numbe
 
 from __future__ import annotations
 
-import hashlib
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from infra.dead_letters import (
 )
 from infra.topics import episode_topics
 from schemas.event_ids import run_id_of
+from schemas.observation import digest_of
 
 INVARIANTS: dict[str, str] = {
     "ends": "every episode was started once and has exactly one terminal event (finished or "
@@ -180,9 +180,7 @@ class InvariantFold:
         if suffix in _KEPT_FIELDS:
             kept = {name: record.get(name) for name in _KEPT_FIELDS[suffix]}
             if suffix == "observations":
-                kept["screenshot_sha256"] = hashlib.sha256(
-                    record.get("screenshot") or b""
-                ).hexdigest()
+                kept["screenshot_sha256"] = digest_of(record)  # inline or stored
         else:
             kept = record
         copy = record_copy(at, record, kept)
@@ -315,4 +313,3 @@ class InvariantFold:
             elif got.decode("utf-8", "replace").strip() != value:
                 problems.append(f"header {name} says {got!r}, the record {value!r}")
         return problems
-

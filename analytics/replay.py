@@ -20,6 +20,7 @@ from aiokafka.partitioner import DefaultPartitioner
 from analytics.errors import AnalyticsError
 from infra.consumer import build_consumer
 from infra.log_reader import EventUnavailable, OffsetFetcher, TopicReader
+from infra.screenshot_store import ScreenshotStore
 from infra.settings import Settings
 from infra.topics import event_type
 from schemas.inference import backend_error, parse_error
@@ -375,10 +376,12 @@ def load_replay(settings: Settings, episode_id: str) -> Replay:
             f"(with WEBGYM_TOPIC_PREFIX={settings.topic_prefix})"
         )
     missing: dict[str, str] = {}
+    store = ScreenshotStore(settings)  # observations that keep their screenshot in MinIO
     task = None
     if scored is not None:
         observations, inferences = [], []
         readers = {s: OffsetFetcher(settings, s) for s in ("observations", "inferences")}
+        read = {"observations": lambda r: store.with_image(r), "inferences": lambda r: r}
         try:
             for item in scored["steps"]:
                 for suffix, out in (("observations", observations), ("inferences", inferences)):
@@ -388,8 +391,10 @@ def load_replay(settings: Settings, episode_id: str) -> Replay:
                         continue  # the same page again, after an unparseable reply
                     try:
                         out.append(
-                            readers[suffix].fetch(
-                                item[f"{prefix}_partition"], item[f"{prefix}_offset"], event_id
+                            read[suffix](
+                                readers[suffix].fetch(
+                                    item[f"{prefix}_partition"], item[f"{prefix}_offset"], event_id
+                                )
                             )
                         )
                     except EventUnavailable as gone:
@@ -399,7 +404,14 @@ def load_replay(settings: Settings, episode_id: str) -> Replay:
                 reader.close()
     else:
         raw = _read(settings, ["observations", "inferences"], partition, since)
-        observations, inferences = raw["observations"], raw["inferences"]
+        observations, inferences = [], raw["inferences"]
+        for record in raw["observations"]:
+            if record.get("episode_id") != episode_id:
+                continue
+            try:
+                observations.append(store.with_image(record))
+            except EventUnavailable as gone:
+                missing[record["event_id"]] = str(gone)
         tasks = _read(settings, ["tasks"], None, None)["tasks"]
         task_id = (started or {}).get("task_id") or next(
             (e.get("task_id") for e in episode_events), None

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -18,6 +19,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from PIL import Image
 
@@ -92,6 +94,16 @@ def jpeg(colour: tuple[int, int, int]) -> bytes:
     return buffer.getvalue()
 
 
+def _screenshot_fields(image: bytes, key: str | None) -> dict[str, Any]:
+    if key is None:
+        return {"screenshot": image}
+    return {
+        "screenshot": b"",
+        "screenshot_sha256": hashlib.sha256(image).hexdigest(),
+        "screenshot_key": key,
+    }
+
+
 def ask(
     settings: Settings,
     producer: EventProducer,
@@ -100,9 +112,12 @@ def ask(
     task_id: str = "task-1",
     screenshot: bytes | None = None,
     observed: bool = True,
+    screenshot_key: str | None = None,
 ) -> str:
     """Produce the observation of step ``step - 1`` (unless ``observed`` is False: it is in the
-    log already) and the inference request of ``step``; return the request's event id."""
+    log already) and the inference request of ``step``; return the request's event id. With
+    ``screenshot_key`` the observation names a stored screenshot (``screenshot``'s bytes,
+    already in the object store) instead of carrying it."""
     observation_id = f"{episode_id}:{step - 1}:observation"
     if observed:
         producer.produce(
@@ -114,7 +129,13 @@ def ask(
                 "episode_id": episode_id,
                 "step": step - 1,
                 "ts": now_ms(),
-                "screenshot": screenshot or jpeg((30, 90 + step % 100, 200)),
+                "screenshot": b""
+                if screenshot_key
+                else screenshot or jpeg((30, 90 + step % 100, 200)),
+                "screenshot_sha256": hashlib.sha256(screenshot).hexdigest()
+                if screenshot_key
+                else "",
+                "screenshot_key": screenshot_key,
                 "width": 1280,
                 "height": 768,
                 "url": "http://a.webgym.test/",

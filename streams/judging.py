@@ -21,6 +21,7 @@ from infra.openai_client import (
     CONFIGURATION_ERRORS,  # the endpoint refuses us, not the trajectory
     ChatEndpoint,
 )
+from infra.screenshot_store import ScreenshotStore
 from infra.settings import Settings
 from schemas.event_ids import episode_event_id
 from sites.verifier import JUDGE_NAME, JUDGE_VERSION, SiteCatalogues, verify
@@ -113,6 +114,7 @@ class Judging:
             )
             self.llm = LLMRubricJudge(endpoint)
         self._reader = reader
+        self._store = ScreenshotStore(settings)  # observations that keep theirs in MinIO
         self._settings = settings
 
     def applies(self, task: dict[str, Any] | None) -> bool:
@@ -173,7 +175,7 @@ class Judging:
                 step["observation_offset"],
                 step["observation_event_id"],
             )
-            shots.append(record["screenshot"])
+            shots.append(self._store.image(record))  # inline or in MinIO
             if len(shots) == k:
                 break
         return shots[::-1]

@@ -11,7 +11,6 @@ one end per episode (:func:`_end`); an out-of-order observation or inference com
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from urllib.parse import urlsplit
 
 from schemas.event_ids import StepKind, episode_event_id, step_event_id
 from schemas.inference import backend_error, no_action_reason, parse_error
+from schemas.observation import digest_of
 from schemas.prompt.context import Current, Step, build_context
 from streams.assembler import assemble, next_observation
 from tasks.page_setup import task_setup
@@ -88,10 +88,6 @@ class Transition:
     @classmethod
     def reject(cls, state: dict[str, Any], reason: str) -> Transition:
         return cls(state, [], False, reason)
-
-
-def screenshot_digest(screenshot: bytes) -> str:
-    return hashlib.sha256(screenshot).hexdigest()
 
 
 # -- inputs ---------------------------------------------------------------------------------------
@@ -165,7 +161,7 @@ def on_observation(
         "title": observation["title"],
         "action_error": observation.get("action_error"),
         "marks": observation.get("set_of_marks"),
-        "sha256": screenshot_digest(observation["screenshot"]),
+        "sha256": digest_of(observation),  # the browser's stamp: no image is hashed here
         "signals": dict(observation.get("page_signals") or {}),
     }
     state["current"] = current

@@ -12,11 +12,15 @@ rebuilt page against the observation logged for it with the replay tolerance
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 from infra.log_reader import CLOCK_MARGIN_MS, TopicReader, episode_start_bound_ms
+from infra.screenshot_store import ScreenshotStore, ScreenshotUnavailable
 from infra.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -30,11 +34,19 @@ class LoggedPage:
     ts: int
 
     @classmethod
-    def from_record(cls, record: dict[str, Any]) -> LoggedPage:
+    def from_record(cls, record: dict[str, Any], store: ScreenshotStore) -> LoggedPage:
+        """The page of an observation, its screenshot inline or stored. A stored screenshot
+        that cannot be read leaves the page without one: it then cannot match a rebuilt page,
+        and the take-over fails that episode."""
+        try:
+            screenshot = store.image(record)
+        except ScreenshotUnavailable as exc:
+            log.warning("episode %s step %d: %s", record["episode_id"], record["step"], exc)
+            screenshot = b""
         return cls(
             record.get("url") or "",
             record.get("title") or "",
-            record.get("screenshot") or b"",
+            screenshot,
             record.get("failure"),
             record["ts"],
         )
@@ -71,7 +83,11 @@ class EpisodeLog:
 
 
 def read_episode_log(
-    settings: Settings, episode_id: str, partition: int, op_ts_ms: int
+    settings: Settings,
+    episode_id: str,
+    partition: int,
+    op_ts_ms: int,
+    store: ScreenshotStore | None = None,
 ) -> EpisodeLog:
     """``episode_id``'s navigation, act operations and observations on ``partition``.
 
@@ -93,6 +109,7 @@ def read_episode_log(
         return EpisodeLog(None)
     navigate = navigations[0]
     start = (navigate.timestamp_ms or navigate.record["ts"]) - CLOCK_MARGIN_MS
+    store = store or ScreenshotStore(settings)
     acts: dict[int, dict[str, Any]] = {}
     pages: dict[int, LoggedPage] = {}
     suffixes = ["ops.act", "observations"]
@@ -103,6 +120,6 @@ def read_episode_log(
                 continue
             if item.suffix == "ops.act":
                 acts.setdefault(record["step"], record)
-            else:
-                pages.setdefault(record["step"], LoggedPage.from_record(record))
+            elif record["step"] not in pages:
+                pages[record["step"]] = LoggedPage.from_record(record, store)
     return EpisodeLog(navigate.record, acts, pages)

@@ -8,6 +8,7 @@ raises :class:`EpisodeFailure`, which ends only this episode (aborted, with the 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import socket
 import time
 from dataclasses import dataclass, field
@@ -517,8 +518,9 @@ def observation_record(
     failure: str | None = None,
     url: str = "",
 ) -> dict[str, Any]:
-    """The observation event of ``step``: the page as ``snapshot`` shows it or, with no
-    snapshot, a failure observation (``failure`` says why; no screenshot, the last ``url``)."""
+    """The observation event of ``step``: the page as ``snapshot`` shows it (the screenshot
+    inline, its SHA-256 stamped once here for every consumer) or, with no snapshot, a failure
+    observation (``failure`` says why; no screenshot, the last ``url``)."""
     return {
         "event_id": step_event_id(episode_id, step, "observation"),
         "episode_id": episode_id,
@@ -526,6 +528,8 @@ def observation_record(
         "ts": now_ms(),
         "screenshot": snapshot.screenshot if snapshot else b"",
         "screenshot_format": snapshot.screenshot_format if snapshot else "jpeg",
+        "screenshot_sha256": (hashlib.sha256(snapshot.screenshot).hexdigest() if snapshot else ""),
+        "screenshot_key": None,
         "width": snapshot.width if snapshot else 0,
         "height": snapshot.height if snapshot else 0,
         "url": snapshot.url if snapshot else url,

@@ -37,8 +37,10 @@ from agents.browser.session import (
 from agents.browser.url_policy import UrlPolicy
 from infra.consumer import build_consumer, co_partitioned_group, commit_now
 from infra.dead_letters import DeadLetterRouter, OutOfOrderStep
+from infra.minio_store import ObjectStoreError
 from infra.offsets import OffsetTracker
 from infra.producer import EventProducer, now_ms
+from infra.screenshot_store import ScreenshotStore
 from infra.settings import Settings
 from infra.step_reference import StepReference
 from infra.topics import event_type
@@ -142,7 +144,15 @@ class BrowserWorker:
         self.ended_episodes: OrderedDict[str, None] = OrderedDict()
         self.last_taken = StepReference("act op", capacity=TERMINAL_MEMORY)
         self.offsets = OffsetTracker()
-        self.stats = {"observations": 0, "failures": 0, "dead_letters": 0, "migrations": 0}
+        self.stats = {
+            "observations": 0,
+            "failures": 0,
+            "dead_letters": 0,
+            "migrations": 0,
+            "stored_inline": 0,  # screenshots kept inline because the object store refused them
+        }
+        # Stored screenshots: written here with screenshot_storage minio; read back by take-overs.
+        self.screenshots = ScreenshotStore(settings)
         self._queues: dict[str, asyncio.Queue[Operation]] = {}
         self._runners: dict[str, asyncio.Task] = {}
         self._queue_partition: dict[str, int] = {}
@@ -435,7 +445,7 @@ class BrowserWorker:
             timings["migration"] = rebuild_ms
             timings["migration_pause"] = float(max(0, now_ms() - last_ts))
         timings["total"] = (time.monotonic() - operation.received) * 1000
-        self._emit_observation(record, snapshot, error, timings, operation)
+        await self._emit_observation(record, snapshot, error, timings, operation)
 
     async def _operate(
         self, held: HeldEpisode, operation: Operation, timings: dict[str, float], started: float
@@ -521,7 +531,12 @@ class BrowserWorker:
         observation; the episode is forgotten)."""
         record = operation.record
         history = await asyncio.to_thread(
-            read_episode_log, self.settings, record["episode_id"], operation.tp[1], record["ts"]
+            read_episode_log,
+            self.settings,
+            record["episode_id"],
+            operation.tp[1],
+            record["ts"],
+            self.screenshots,
         )
         if history.failed is not None:
             await self._forget_episode(record["episode_id"])
@@ -568,7 +583,7 @@ class BrowserWorker:
         self.held[record["episode_id"]] = held
         return held
 
-    def _emit_observation(
+    async def _emit_observation(
         self,
         record: dict[str, Any],
         snapshot: Snapshot,
@@ -576,9 +591,32 @@ class BrowserWorker:
         timings: dict[str, float],
         operation: Operation,
     ) -> None:
+        """Send the observation of ``snapshot``. With ``screenshot_storage`` minio its screenshot
+        is stored first and the event carries the key; a store that does not take it leaves the
+        screenshot inline (logged), so no step is lost to the object store."""
         observation = observation_record(
             record["episode_id"], record["step"], snapshot, action_error=error, timings_ms=timings
         )
+        if self.settings.screenshot_storage == "minio" and observation["screenshot"]:
+            started = time.perf_counter()
+            try:
+                observation["screenshot_key"] = await asyncio.to_thread(
+                    self.screenshots.put,
+                    observation["screenshot"],
+                    observation["screenshot_format"],
+                    observation["screenshot_sha256"],
+                )
+                observation["screenshot"] = b""
+                timings["store"] = (time.perf_counter() - started) * 1000
+            except ObjectStoreError as exc:
+                self.stats["stored_inline"] += 1
+                log.warning(
+                    "episode %s step %d: screenshot kept inline, the object store did not take "
+                    "it: %s",
+                    record["episode_id"],
+                    record["step"],
+                    exc,
+                )
         self._produce_observation(observation, operation)
         self.stats["observations"] += 1
 

@@ -3,7 +3,9 @@
 A request names each image by observation event id; the worker keeps recent screenshots in a
 bounded cache and puts the bytes into the request's messages before a backend sees them. A
 screenshot the worker never consumed (the episode's partition moved here from another worker, or
-a restart resumed past it) is read back from the log (:class:`ScreenshotBackfill`).
+a restart resumed past it) is read back from the log (:class:`ScreenshotBackfill`). A screenshot
+kept in the object store (``screenshot_storage`` minio: the observation carries its key) is
+read from there as its observation arrives (:class:`StoredScreenshots`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from infra.log_reader import TopicReader, episode_start_bound_ms
+from infra.screenshot_store import ScreenshotStore, ScreenshotUnavailable
 from infra.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -24,20 +27,24 @@ CACHE_IMAGES = 2048
 
 
 class ImageCache:
-    """Screenshots by observation event id; the oldest are dropped beyond ``capacity``."""
+    """Screenshots by observation event id; the oldest are dropped beyond ``capacity``.
+    Thread-safe: the consumer and the background readers fill it."""
 
     def __init__(self, capacity: int = CACHE_IMAGES):
         self._images: OrderedDict[str, bytes] = OrderedDict()
         self._capacity = capacity
+        self._lock = threading.Lock()
 
     def put(self, event_id: str, image: bytes) -> None:
-        self._images[event_id] = image
-        self._images.move_to_end(event_id)
-        while len(self._images) > self._capacity:
-            self._images.popitem(last=False)
+        with self._lock:
+            self._images[event_id] = image
+            self._images.move_to_end(event_id)
+            while len(self._images) > self._capacity:
+                self._images.popitem(last=False)
 
     def get(self, event_id: str) -> bytes | None:
-        return self._images.get(event_id)
+        with self._lock:
+            return self._images.get(event_id)
 
 
 def resolve_images(messages: list[dict[str, Any]], images: ImageCache) -> list[dict[str, Any]]:
@@ -72,9 +79,10 @@ class ScreenshotBackfill:
     find is given up (the request is answered as before, with an error naming it).
     """
 
-    def __init__(self, settings: Settings, images: ImageCache):
+    def __init__(self, settings: Settings, images: ImageCache, store: ScreenshotStore):
         self._settings = settings
         self._images = images
+        self._store = store
         self._asked: OrderedDict[str, None] = OrderedDict()  # every id asked for (bounded)
         self._reading: set[str] = set()  # ids whose read has not finished
         self._lock = threading.Lock()
@@ -105,8 +113,9 @@ class ScreenshotBackfill:
                 for item in reader.read_to_end():
                     record = item.event.record
                     if item.event.event_type and record.get("event_id") in wanted:
-                        if record.get("screenshot"):
-                            self._images.put(record["event_id"], record["screenshot"])
+                        image = self._store.image(record)  # inline or stored
+                        if image:
+                            self._images.put(record["event_id"], image)
                             found += 1
         except Exception as exc:  # noqa: BLE001 - a failed read leaves the requests to their error
             log.warning("reading screenshots back from partition %d: %s", partition, exc)
@@ -121,6 +130,49 @@ class ScreenshotBackfill:
             len(wanted),
             partition,
         )
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+class StoredScreenshots:
+    """Reads the screenshots that observations keep in the object store into ``images``.
+
+    :meth:`want` takes an observation whose screenshot is stored and reads it in the background
+    (``threads`` at a time, so the consumer never waits on the store); :meth:`waiting_for` says
+    whether some of the given ids are still being read, so a request waits for its image rather
+    than being answered without it. An image that cannot be read (object gone, digest wrong) is
+    logged and given up: its request is answered as for any missing screenshot.
+    """
+
+    def __init__(self, store: ScreenshotStore, images: ImageCache, threads: int = 4):
+        self._store = store
+        self._images = images
+        self._reading: set[str] = set()
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="stored-shots")
+        self.fetched = 0
+        self.failed = 0
+
+    def want(self, record: dict[str, Any]) -> None:
+        with self._lock:
+            self._reading.add(record["event_id"])
+        self._pool.submit(self._fetch, record)
+
+    def waiting_for(self, event_ids: Iterable[str]) -> bool:
+        with self._lock:
+            return any(i in self._reading for i in event_ids)
+
+    def _fetch(self, record: dict[str, Any]) -> None:
+        try:
+            self._images.put(record["event_id"], self._store.image(record))
+            self.fetched += 1
+        except ScreenshotUnavailable as exc:
+            self.failed += 1
+            log.warning("observation %s: %s", record["event_id"], exc)
+        finally:
+            with self._lock:
+                self._reading.discard(record["event_id"])
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -35,6 +35,7 @@ from agents.policy.inferences import inference_event
 from agents.policy.screenshots import (
     ImageCache,
     ScreenshotBackfill,
+    StoredScreenshots,
     episode_start_ms,
     resolve_images,
 )
@@ -49,6 +50,7 @@ from infra.dead_letters import DeadLetterRouter, OutOfOrderStep
 from infra.minio_store import build_minio
 from infra.offsets import OffsetTracker
 from infra.producer import EventProducer
+from infra.screenshot_store import ScreenshotStore
 from infra.settings import Settings
 from infra.step_reference import StepReference
 from infra.topics import event_type
@@ -147,7 +149,9 @@ class PolicyWorker:
             settings.topic("observations"): "observations",
         }
         self.images = ImageCache()
-        self.backfill = ScreenshotBackfill(settings, self.images)
+        screenshots = ScreenshotStore(settings)  # observations that keep theirs in MinIO
+        self.backfill = ScreenshotBackfill(settings, self.images, screenshots)
+        self.stored = StoredScreenshots(screenshots, self.images)
         self.offsets = OffsetTracker()
         self.last_requests = StepReference("infer request")
         self.infer_timeout_s = config.infer_timeout_s or settings.policy_infer_timeout_s
@@ -243,6 +247,7 @@ class PolicyWorker:
                 self._store_finished(consumer)
                 consumer.close()
                 self.backfill.close()
+                self.stored.close()
                 follower_stop.set()
                 if follower.is_alive():
                     follower.join(timeout=5)
@@ -262,6 +267,8 @@ class PolicyWorker:
             **self.stats,
             "screenshot_reads": self.backfill.reads,  # reads back from the log
             "screenshots_read_back": self.backfill.found,
+            "screenshots_fetched": self.stored.fetched,  # from the object store
+            "screenshots_unavailable": self.stored.failed,
         }
 
     def _slot_free(self, serving: int) -> bool:
@@ -312,7 +319,10 @@ class PolicyWorker:
             )
         elif kind == "observations":
             if record.get("failure") is None:  # a failure observation has no screenshot
-                self.images.put(record["event_id"], record["screenshot"])
+                if record.get("screenshot") or not record.get("screenshot_key"):
+                    self.images.put(record["event_id"], record["screenshot"])
+                else:
+                    self.stored.want(record)  # read from the object store in the background
             self._finished.put((tp, offset))
         else:
             pending.append(Pending(record, tp, offset, time.monotonic()))
@@ -341,11 +351,14 @@ class PolicyWorker:
                 i for i in item.record["observation_event_ids"] if self.images.get(i) is None
             ]
             waited = time.monotonic() - item.received
-            if missing and waited > BACKFILL_AFTER_S:
+            fetching = self.stored.waiting_for(missing)
+            if missing and waited > BACKFILL_AFTER_S and not fetching:
                 since = episode_start_ms(self.settings, item.record)
                 self.backfill.want(item.tp[1], since, missing)
             if not missing or (
-                waited > self.config.image_wait_s and not self.backfill.waiting_for(missing)
+                waited > self.config.image_wait_s
+                and not fetching
+                and not self.backfill.waiting_for(missing)
             ):
                 batch.append(item)
                 pending.remove(item)

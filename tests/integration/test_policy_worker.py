@@ -14,9 +14,10 @@ from agents.policy.backends.openai_http import OpenAIBackend
 from agents.policy.main import BackendOptions, backend_factory
 from agents.policy.tiny_model import build_tiny_vl_model
 from agents.policy.worker import PolicyWorker, PolicyWorkerConfig
-from bench.fleet import ask
+from bench.fleet import ask, jpeg
 from infra.minio_store import build_minio, put_bytes
 from infra.openai_client import ChatEndpoint
+from infra.screenshot_store import ScreenshotStore
 from infra.weights import publish_weights, version_prefix
 from sites import generate_sites
 from sites.tasks import generate_tasks
@@ -176,3 +177,44 @@ def test_a_screenshot_consumed_before_a_restart_is_read_back_from_the_log(
     assert event["backend_error"] is None, event["backend_error"]
     assert event["action"]["kind"] == "navigate"
     assert second.backfill.found == 1
+
+
+def test_a_stored_screenshot_reaches_the_backend_from_minio(settings, producer, make_consumer):
+    """An observation that keeps its screenshot in MinIO (key and digest in the event): the
+    worker reads the bytes from there and the backend sees them as it sees inline ones."""
+    factory = backend_factory(BackendOptions("scripted", sites_count=2))
+    scripted = factory(None)
+    shown: list[bytes] = []
+    generate = scripted.generate
+
+    def recording(requests):  # the real backend; what it was given is noted
+        shown.extend(
+            part["image"]
+            for request in requests
+            if request.metadata.get("episode_id") == episode  # not earlier tests' requests
+            for message in request.messages
+            if isinstance(message["content"], list)
+            for part in message["content"]
+            if part["type"] == "image"
+        )
+        return generate(requests)
+
+    scripted.generate = recording
+    task = generate_tasks(generate_sites(count=2))[0]
+    image = jpeg((uuid.uuid4().int % 255, 40, 90))
+    key = ScreenshotStore(settings).put(image, "jpeg")
+    episode = f"stored-{uuid.uuid4().hex[:8]}"
+    worker = _worker(settings, lambda weights: scripted, "scripted")
+    with running(worker):
+        ask(
+            settings,
+            producer,
+            episode,
+            task_id=task["task_id"],
+            screenshot=image,
+            screenshot_key=key,
+        )
+        event = _inferences(settings, make_consumer, [episode])[episode]
+    assert event["backend_error"] is None, event["backend_error"]
+    assert shown == [image]
+    assert (worker.stored.fetched, worker.stored.failed) == (1, 0)

@@ -605,3 +605,14 @@ def test_a_v1_started_event_decodes_as_a_train_episode():
     v1 = catalog.encode("episode", started(), version=1)
     record = catalog.decode(v1, "episode").record
     assert (record["purpose"], record["pinned_version"], record["phase"]) == ("train", None, None)
+
+
+def test_the_page_digest_is_the_browsers_stamp_for_a_stored_screenshot():
+    """A stored screenshot's observation carries no bytes: the repetition filter's digest is
+    the one the browser stamped, and the same page inline gets the same digest."""
+    digest = hashlib.sha256(b"page bytes").hexdigest()
+    stored = observation(0, screenshot=b"", screenshot_sha256=digest, screenshot_key="k.jpeg")
+    inline = observation(0, screenshot=b"page bytes")
+    for obs in (stored, inline):
+        state = on_observation(navigating(), obs, 0, 10, T0 + 1000).state
+        assert state["current"]["sha256"] == digest
