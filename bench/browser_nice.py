@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         unloaded_seconds=args.unloaded_seconds,
     )
     began = provenance_now()
-    progress = Progress(args.repeat * len(levels))
+    progress = Progress(args.repeat * len(levels) * Progress.PHASES_PER_ROUND)
     by_level: dict[int, list[dict[str, float | None]]] = {n: [] for n in levels}
     for r in range(args.repeat):
         for level in levels:

@@ -166,10 +166,31 @@ class ProfileAccount:
         }
 
 
+class Roles:
+    """The role of each process (:func:`role_of`), read from its command line when first seen
+    and kept by pid and start time; ``None`` for a process outside the run that is not the
+    stack's broker or MinIO. A process seen as a shell is read again at each sample until it is
+    something else: it may have exec'd since (Debian's ``chromium`` is a script until it execs
+    the browser)."""
+
+    def __init__(self, root: int, profiler: int, read_argv=command_line):
+        self._root, self._profiler, self._read_argv = root, profiler, read_argv
+        self._roles: dict[tuple[int, int], str | None] = {}
+
+    def of(self, stat: ProcStat, run: set[int]) -> str | None:
+        key = (stat.pid, stat.start_ticks)
+        if key not in self._roles or (self._roles[key] or "").startswith("other sh"):
+            role = role_of(self._read_argv(stat.pid), stat.pid, self._root, self._profiler)
+            if stat.pid not in run and role not in ("kafka broker", "minio"):
+                role = None
+            self._roles[key] = role
+        return self._roles[key]
+
+
 def _sample(root: int, interval_s: float, stop: Any, ready: Any, results: Any) -> None:
     """The sampler process: every ``interval_s``, one sample of the run's processes."""
     me = os.getpid()
-    roles: dict[tuple[int, int], str | None] = {}
+    roles = Roles(root, me)
     account = ProfileAccount()
     ready.set()
     stopping = False
@@ -179,15 +200,7 @@ def _sample(root: int, interval_s: float, stop: Any, ready: Any, results: Any) -
         run = set(descendants(root, stats.values()))
         sampled = []
         for stat in stats.values():
-            key = (stat.pid, stat.start_ticks)
-            if key not in roles:
-                argv = command_line(stat.pid)
-                outside = stat.pid not in run
-                role = role_of(argv, stat.pid, root, me)
-                if outside and role not in ("kafka broker", "minio"):
-                    role = None
-                roles[key] = role
-            role = roles[key]
+            role = roles.of(stat, run)
             if role is not None:
                 sampled.append((role, stat))
         account.add(began, machine_busy_s(), sampled)

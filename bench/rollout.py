@@ -42,7 +42,7 @@ from confluent_kafka import KafkaException
 
 from agents.policy.workload import WorkloadSpec, episode_length
 from analytics.stats import TOPICS, RunStats
-from bench import log_bytes
+from bench import log_bytes, rollout_growth
 from bench.process_profile import ProcessProfile
 from bench.rollout_sim import SimEpisode, simulate
 from commands.local_run import RunOptions, run_local
@@ -146,10 +146,15 @@ def _quantiles(samples: list[float]) -> dict[str, float]:
     return {"n": len(ordered), "p50": at(0.50), "p95": at(0.95), "p99": at(0.99)}
 
 
-def _phase_settings(base: Settings, partitions: int, in_flight: int) -> Settings:
+def _phase_settings(
+    base: Settings, partitions: int, in_flight: int, storage: str = "inline"
+) -> Settings:
+    prefix = f"bench-{uuid.uuid4().hex[:8]}"
     return base.model_copy(
         update={
-            "topic_prefix": f"bench-{uuid.uuid4().hex[:8]}",
+            "topic_prefix": prefix,
+            "screenshot_storage": storage,
+            "artifacts_bucket": f"{prefix}-artifacts",  # a stored phase's screenshots, deleted
             "default_partitions": partitions,
             "practice_web_address": "127.0.0.1:0",
             "browser_act_concurrency": in_flight,
@@ -241,8 +246,14 @@ def run_phase(
     browser_workers: int = 1,
     partitions: int | None = None,
     episodes: int | None = None,
+    in_flight: int | None = None,
+    storage: str = "inline",
+    replays: int = 0,
 ) -> dict[str, Any]:
-    settings = _phase_settings(base, partitions or args.partitions, args.in_flight)
+    """One `webgym run` under a fresh prefix, measured; its topics (and with ``storage`` minio,
+    its screenshots) are deleted after. ``replays``: time that many episodes' replays first."""
+    in_flight = in_flight or args.in_flight
+    settings = _phase_settings(base, partitions or args.partitions, in_flight, storage)
     create_topics(settings)
     try:
         policy_args = [
@@ -254,7 +265,7 @@ def run_phase(
             policy_args += ["--sync-batch", str(sync_batch)]
         options = RunOptions(
             episodes=episodes or args.episodes,
-            in_flight=args.in_flight,
+            in_flight=in_flight,
             policy="latency-model",
             policy_args=tuple(policy_args),
             sites=args.sites,
@@ -281,7 +292,13 @@ def run_phase(
             for e in sorted(read_topic(settings, "episodes"), key=lambda e: e.record["ts"])
             if e.event_type and e.record["kind"] == "started"
         ]
+        after: dict[str, Any] = {}
+        if replays:
+            ended = sorted(e.key for e in ran)[:replays]
+            after["replay"] = rollout_growth.replay_time(settings, ended)
+            after["stored"] = rollout_growth.stored_bytes(settings)
         return {
+            **after,
             "label": label,
             "episodes": figures["episodes"]["ended"],
             "aborted": figures["episodes"]["aborted"],
@@ -292,17 +309,21 @@ def run_phase(
             "episodes_per_hour": round(figures["throughput"]["episodes_per_hour"], 1),
             "latency_ms": figures["latency_ms"],
             "kafka_added_ms": kafka,
-            "utilisation": _utilisation(settings, wall, args.in_flight),
+            "utilisation": _utilisation(settings, wall, in_flight),
             "profile": profile.stop(figures["throughput"]["steps"]),
             "log": log_bytes.measure(
                 settings, figures["throughput"]["steps"], figures["throughput"]["steps_per_s"]
             ),
             "browser_workers": browser_workers,
             "partitions": settings.default_partitions,
+            "in_flight": in_flight,
+            "screenshot_storage": storage,
             "_episodes": ran,
         }
     finally:
         delete_topics(settings, internal=True)  # the Faust app's changelogs too
+        if storage != "inline":
+            rollout_growth.remove_bucket(settings)
 
 
 def ideal(
@@ -428,6 +449,36 @@ def scaling(base: Settings, args: argparse.Namespace) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def growth(base: Settings, args: argparse.Namespace, progress: Progress) -> dict[str, Any]:
+    """How cost grows (:mod:`bench.rollout_growth`): the asynchronous pipeline at each of
+    ``--growth-in-flight``, then at ``--in-flight`` with screenshots inline and stored."""
+    rows = []
+    for in_flight in args.growth_in_flight:
+        with progress.phase(f"growth: {in_flight} in flight"):
+            phase = run_phase(
+                base, f"grow{in_flight}", args, args.median, in_flight=in_flight,
+                episodes=max(args.growth_episodes, 2 * in_flight),
+            )  # fmt: skip
+        rows.append(rollout_growth.in_flight_row(phase, in_flight))
+    storage = []
+    for mode in ("inline", "minio"):
+        with progress.phase(f"growth: screenshots {mode}"):
+            phase = run_phase(
+                base, f"shots{mode}", args, args.median, storage=mode,
+                replays=args.growth_replays,
+            )  # fmt: skip
+        objects, object_bytes = phase["stored"]
+        storage.append(
+            rollout_growth.storage_row(phase, mode, objects, object_bytes, phase["replay"])
+        )
+    return {
+        "seed": args.seed,
+        "in_flight": rows,
+        "mb_per_episode_in_flight": rollout_growth.memory_per_episode(rows),
+        "screenshots": storage,
+    }
 
 
 def plot(result: dict[str, Any]) -> None:
@@ -573,8 +624,10 @@ def spread(rounds: list[dict[str, Any]], paths=HEADLINE) -> dict[str, dict[str, 
 class Progress:
     """One line per phase on stderr: which round and phase, how long it took, the time left."""
 
-    def __init__(self, rounds: int, phases_per_round: int = 6):
-        self.total = rounds * phases_per_round
+    PHASES_PER_ROUND = 6
+
+    def __init__(self, phases: int):
+        self.total = phases
         self.done = 0
         self.round = ""
         self.started = time.monotonic()
@@ -616,6 +669,27 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--unloaded-seconds", type=float, default=30.0, help="length of the unloaded Kafka run"
     )
     parser.add_argument(
+        "--growth",
+        action="store_true",
+        help="also, once (first seed): the asynchronous pipeline at each --growth-in-flight, "
+        "and at --in-flight with screenshots inline and stored in MinIO (replay time of each)",
+    )
+    parser.add_argument(
+        "--growth-in-flight",
+        type=lambda text: [int(n) for n in text.split(",") if n.strip()],
+        default=[8, 16, 32, 64],
+        help="episodes in flight of the growth table, comma-separated",
+    )
+    parser.add_argument(
+        "--growth-episodes",
+        type=int,
+        default=64,
+        help="episodes per growth phase (at least twice the episodes in flight)",
+    )
+    parser.add_argument(
+        "--growth-replays", type=int, default=8, help="episodes replayed per screenshots phase"
+    )
+    parser.add_argument(
         "--scaling",
         action="store_true",
         help="also: instant policy over 1/2/4 browser workers and 8/16/32 partitions",
@@ -624,7 +698,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     base = Settings()
     began = provenance_now()
-    progress = Progress(args.repeat * len(seeds))
+    growth_phases = len(args.growth_in_flight) + 2 if args.growth else 0
+    progress = Progress(args.repeat * len(seeds) * Progress.PHASES_PER_ROUND + growth_phases)
     rounds = []
     for _ in range(args.repeat):
         for seed in seeds:
@@ -650,6 +725,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "spread": spread(rounds),
         "rounds": rounds,
     }
+    if args.growth:
+        progress.round = f"growth, seed {seeds[0]}"
+        result["growth"] = growth(
+            base, argparse.Namespace(**{**vars(args), "seed": seeds[0]}), progress
+        )
     if args.scaling:
         args.seed = seeds[0]
         result["scaling"] = scaling(base, args)

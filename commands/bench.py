@@ -42,6 +42,14 @@ def bench_rollout(
             "and 8/16/32 partitions (several more minutes)"
         ),
     ] = False,
+    growth: Annotated[
+        bool,
+        typer.Option(
+            help="also, once: the asynchronous pipeline at 8/16/32/64 episodes in flight, and "
+            "with screenshots inline against stored in MinIO (bytes per step, steps/s, replay "
+            "time; about 25 minutes more)"
+        ),
+    ] = False,
 ) -> None:
     """Asynchronous against synchronous rollouts through the whole pipeline, in one run.
 
@@ -73,7 +81,8 @@ def bench_rollout(
     ]  # fmt: skip
     if out is not None:
         argv += ["--out", str(out.resolve())]
-    _run_from_checkout("bench.rollout", argv + (["--scaling"] if scaling else []))
+    argv += ["--scaling"] if scaling else []
+    _run_from_checkout("bench.rollout", argv + (["--growth"] if growth else []))
 
 
 def _run_from_checkout(module: str, argv: list[str]) -> None:

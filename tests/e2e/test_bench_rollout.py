@@ -27,7 +27,9 @@ def test_one_small_round_profiles_every_process_and_says_where_it_came_from(
     argv = [sys.executable, "-m", "bench.rollout", "--episodes", "4", "--in-flight", "2",
             "--median", "0.3", "--sync-batches", "1", "--partitions", "3", "--sites", "2",
             "--seeds", "3",
-            "--repeat", "1", "--unloaded-seconds", "5", "--out", str(out)]  # fmt: skip
+            "--repeat", "1", "--unloaded-seconds", "5", "--out", str(out),
+            "--growth", "--growth-in-flight", "1,2", "--growth-episodes", "3",
+            "--growth-replays", "2"]  # fmt: skip
     done = subprocess.run(argv, cwd=CHECKOUT, env=settings_env(stack_settings),
                           capture_output=True, text=True, timeout=840)  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -73,5 +75,26 @@ def test_one_small_round_profiles_every_process_and_says_where_it_came_from(
     assert result["ratios"]["async_of_ideal"] == round_["ratios"]["async_of_ideal"]
 
     # It said what it was doing, phase by phase, with the time left.
-    assert done.stderr.count("min left)") == 6, done.stderr[-2000:]
+    assert done.stderr.count("min left)") == 6 + 4, done.stderr[-2000:]
+    assert "[growth, seed 3] growth: screenshots minio done in" in done.stderr
+
+    # How cost grows: a row per in-flight count, and screenshots inline against stored.
+    growth = result["growth"]
+    assert [row["in_flight"] for row in growth["in_flight"]] == [1, 2]
+    for row in growth["in_flight"]:
+        # --growth-episodes, and at least twice the episodes in flight
+        assert row["episodes"] == max(3, 2 * row["in_flight"]) and row["aborted"] == 0
+        assert row["steps_per_s"] > 0 and row["browser_rss_mb"] > 0 and row["workers_rss_mb"] > 0
+        assert row["log_bytes_per_step"] > 0
+    assert set(growth["mb_per_episode_in_flight"]) == {"browser", "workers"}
+    inline, stored = growth["screenshots"]
+    assert (inline["storage"], stored["storage"]) == ("inline", "minio")
+    assert inline["objects"] == 0 and stored["objects"] > 0 and stored["object_bytes_per_step"] > 0
+    # The screenshots left the log: what it holds per step of observations shrank (a key and a
+    # digest stay, not a JPEG).
+    assert stored["observations_log_bytes_per_step"] < inline["observations_log_bytes_per_step"] / 5
+    for row in (inline, stored):
+        replay = row["replay"]
+        assert replay["episodes"] == 2 and replay["frames"] > 0
+        assert replay["frames_without_screenshot"] == 0 and replay["s_per_episode_p50"] > 0
     assert "[round 1/1, seed 3] kafka_unloaded done in" in done.stderr

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from bench.process_profile import ProfileAccount, role_of
+from bench.process_profile import ProfileAccount, Roles, role_of
 from bench.rollout import median_tree, spread
 from infra.processes import CLOCK_TICKS, PAGE_BYTES, ProcStat, descendants, parse_stat, read_stat
 
@@ -89,6 +89,32 @@ def test_a_process_that_execs_counts_as_what_it_became():
     assert "other sh" not in by_role
     browser = by_role["chromium browser"]
     assert browser["cpu_s"] == 1.5 and browser["processes"] == 1
+
+
+def test_a_shell_is_asked_again_what_it_is_and_other_processes_once():
+    # The sampler names such a process twice: `sh` first, then what it exec'd (same pid and
+    # start time); any other process is read once.
+    argvs = {5: [["/bin/sh", "/usr/bin/chromium"], ["/usr/lib/chromium/chromium", "--headless"]],
+             6: [["/usr/lib/chromium/chromium", "--type=renderer"], ["never read"]]}  # fmt: skip
+    reads = []
+
+    def read(pid):
+        reads.append(pid)
+        return argvs[pid].pop(0)
+
+    roles = Roles(root=1, profiler=2, read_argv=read)
+    run = {5, 6}
+    assert [roles.of(_stat(5, 0.01, 2), run), roles.of(_stat(6, 0.1, 2), run)] == [
+        "other sh",
+        "chromium renderer",
+    ]
+    assert [roles.of(_stat(5, 0.5, 2), run), roles.of(_stat(6, 0.2, 2), run)] == [
+        "chromium browser",
+        "chromium renderer",
+    ]
+    assert reads == [5, 6, 5]
+    argvs[9] = [["/usr/bin/python3", "elsewhere.py"]]  # not below the bench: not the run's
+    assert roles.of(_stat(9, 0.1, 2), run) is None
 
 
 def test_the_profiler_and_the_bench_helpers_are_not_the_pipeline_s_cost():
