@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 from pathlib import Path
 from typing import Any
 
-from bench.rollout import Progress, one_round
+from bench.rollout import Progress, one_round, spread
 from infra.provenance import provenance as provenance_now
 from infra.provenance import write_result
 from infra.settings import Settings
@@ -49,19 +48,6 @@ def figures(one: dict[str, Any]) -> dict[str, float | None]:
         "hop_p99_ms_unloaded": one["kafka_unloaded"]["all"]["p99"],
         "pipeline_cpu_s_per_step_async": one["async"]["profile"]["pipeline_cpu_s_per_step"],
         "chromium_cpu_s_per_step_async": one["async"]["profile"]["chromium_cpu_s_per_step"],
-    }
-
-
-def median_of(rounds: list[dict[str, float | None]]) -> dict[str, Any]:
-    keys = rounds[0].keys()
-    return {
-        k: {
-            "median": statistics.median(v),
-            "min": min(v),
-            "max": max(v),
-        }
-        for k in keys
-        if (v := [r[k] for r in rounds if r[k] is not None])
     }
 
 
@@ -103,8 +89,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "workload": {**vars(rollout_args)},
         "repeats": args.repeat,
         "summary": "per Chromium niceness: each figure's median, least and greatest over its "
-        "rounds; the nicenesses alternate round by round on one machine",
-        "by_nice": {str(n): median_of(rounds) for n, rounds in by_level.items()},
+        "rounds, and every round's value; the nicenesses alternate round by round on one "
+        "machine",
+        "by_nice": {
+            str(n): spread(rounds, tuple((k,) for k in rounds[0])) for n, rounds in by_level.items()
+        },
         "rounds": {str(n): rounds for n, rounds in by_level.items()},
     }
     result = write_result(args.out, result, produced_by=began)
