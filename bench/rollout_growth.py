@@ -48,18 +48,25 @@ def in_flight_row(phase: dict[str, Any], in_flight: int) -> dict[str, Any]:
     profile = phase["profile"]
     return {
         "in_flight": in_flight,
-        "episodes": phase["episodes"],
-        "aborted": phase["aborted"],
-        "steps_per_s": phase["steps_per_s"],
+        **_common(phase),
         "episodes_per_hour": phase["episodes_per_hour"],
         "browser_rss_mb": _rss(profile, BROWSER_ROLES),
         "workers_rss_mb": _rss(profile, WORKER_ROLES),
-        "pipeline_cpu_s_per_step": profile["pipeline_cpu_s_per_step"],
         "chromium_cpu_s_per_step": profile["chromium_cpu_s_per_step"],
-        "log_bytes_per_step": phase["log"]["bytes_per_step"],
-        "log_gb_per_million_steps": phase["log"]["gb_per_million_steps"],
         "log_mb_per_hour": phase["log"]["mb_per_hour"],
         "kafka_added_ms": phase["kafka_added_ms"]["all"],
+    }
+
+
+def _common(phase: dict[str, Any]) -> dict[str, Any]:
+    """What every row gives of its phase: its episodes, rate, own CPU and log bytes."""
+    return {
+        "episodes": phase["episodes"],
+        "aborted": phase["aborted"],
+        "steps_per_s": phase["steps_per_s"],
+        "pipeline_cpu_s_per_step": phase["profile"]["pipeline_cpu_s_per_step"],
+        "log_bytes_per_step": phase["log"]["bytes_per_step"],
+        "log_gb_per_million_steps": phase["log"]["gb_per_million_steps"],
     }
 
 
@@ -133,14 +140,9 @@ def storage_row(
     log = phase["log"]
     return {
         "storage": storage,
-        "episodes": phase["episodes"],
-        "aborted": phase["aborted"],
-        "steps_per_s": phase["steps_per_s"],
-        "log_bytes_per_step": log["bytes_per_step"],
+        **_common(phase),
         "observations_log_bytes_per_step": log["by_topic_bytes_per_step"].get("observations", 0),
         "objects": objects,
         "object_bytes_per_step": round(object_bytes / steps),
-        "log_gb_per_million_steps": log["gb_per_million_steps"],
-        "pipeline_cpu_s_per_step": phase["profile"]["pipeline_cpu_s_per_step"],
         "replay": replay,
     }

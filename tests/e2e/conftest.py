@@ -19,9 +19,11 @@ import pytest
 
 from commands.children import settings_env
 from commands.local_run import RunOptions, RunSummary, run_local
+from infra.log_reader import read_topic
 from infra.minio_store import build_minio, ensure_buckets
 from infra.settings import Settings
 from infra.topic_admin import create_topics, delete_topics
+from learner.samples import SampleBuilder
 
 
 def pytest_collection_modifyitems(items):
@@ -93,3 +95,28 @@ def finished_run(stack_settings: Settings) -> Iterator[FinishedRun]:
     with isolated_settings(stack_settings) as settings:
         options = run_options("e2e-f", episodes=16, in_flight=4, error_rate=0.3, sites=5)
         yield FinishedRun(settings, run_local(settings, options, start_stack=False))
+
+
+def training_samples(settings: Settings, expected: int) -> tuple[list[dict], list[Any]]:
+    """The run's successes (``expected`` of them) and the training samples the learner builds
+    from them, every one available."""
+    successes = [e.record for e in read_topic(settings, "trajectories.success")]
+    assert len(successes) == expected
+    builder = SampleBuilder(settings)
+    try:
+        built = [builder.build(record) for record in successes]
+    finally:
+        builder.close()
+    assert all(not b.unavailable for b in built)
+    return successes, [s for b in built for s in b.samples]
+
+
+def image_parts(sample: Any) -> list[dict[str, Any]]:
+    """The image parts of a training sample's messages, in order."""
+    return [
+        part
+        for message in sample.messages
+        if isinstance(message["content"], list)
+        for part in message["content"]
+        if part["type"] == "image"
+    ]

@@ -8,7 +8,7 @@ import uuid
 
 from commands.local_run import RunOptions, run_local
 from infra.log_reader import read_topic
-from learner.samples import SampleBuilder
+from tests.e2e.conftest import image_parts, training_samples
 
 
 def _by_id(settings, suffix):
@@ -23,32 +23,18 @@ def test_samples_are_exactly_what_the_policy_saw_and_said(run_settings):
         episodes=6, in_flight=3, error_rate=0.0, sites=3, run_id=f"e2e-s{uuid.uuid4().hex[:6]}"
     )
     run_local(run_settings, options, start_stack=False)
-    successes = [e.record for e in read_topic(run_settings, "trajectories.success")]
-    assert len(successes) == 6  # the scripted policy without errors solves every task
+    # The scripted policy without errors solves every task.
+    successes, samples = training_samples(run_settings, 6)
     requests = _by_id(run_settings, "ops.infer")
     inferences = _by_id(run_settings, "inferences")
     observations = _by_id(run_settings, "observations")
-
-    builder = SampleBuilder(run_settings)
-    try:
-        built = [builder.build(record) for record in successes]
-    finally:
-        builder.close()
-    assert all(not b.unavailable for b in built)
-    samples = [s for b in built for s in b.samples]
     trainable = sum(1 for r in successes for s in r["steps"] if s["trainable"])
     assert len(samples) == trainable > 0
 
     for sample in samples:
         request = requests[f"{sample.episode_id}:{sample.step}:infer"]
         expected = json.loads(request["messages_json"])
-        images = [
-            part
-            for message in sample.messages
-            if isinstance(message["content"], list)
-            for part in message["content"]
-            if part["type"] == "image"
-        ]
+        images = image_parts(sample)
         assert [observations[i]["screenshot"] for i in request["observation_event_ids"]] == [
             part["image"] for part in images
         ]

@@ -11,8 +11,7 @@ from analytics.replay import load_replay
 from commands.local_run import run_local
 from infra.log_reader import read_topic
 from infra.minio_store import build_minio, read_bytes
-from learner.samples import SampleBuilder
-from tests.e2e.conftest import run_options, webgym_cli
+from tests.e2e.conftest import image_parts, run_options, training_samples, webgym_cli
 
 
 def test_a_run_with_stored_screenshots_trains_replays_and_checks(run_settings, tmp_path):
@@ -43,25 +42,13 @@ def test_a_run_with_stored_screenshots_trains_replays_and_checks(run_settings, t
         assert len(objects) == len({hashlib.sha256(p).hexdigest() for p in pages.values()})
 
         # Training samples: every image is the stored screenshot of the observation it names.
-        successes = [e.record for e in read_topic(settings, "trajectories.success")]
-        assert len(successes) == 6  # the scripted policy without errors solves every task
-        builder = SampleBuilder(settings)
-        try:
-            built = [builder.build(record) for record in successes]
-        finally:
-            builder.close()
-        assert all(not b.unavailable for b in built)
+        # The scripted policy without errors solves every task.
+        successes, samples = training_samples(settings, 6)
         requests = {e.record["event_id"]: e.record for e in read_topic(settings, "ops.infer")}
         images = 0
-        for sample in (s for b in built for s in b.samples):
+        for sample in samples:
             request = requests[f"{sample.episode_id}:{sample.step}:infer"]
-            shown = [
-                part["image"]
-                for message in sample.messages
-                if isinstance(message["content"], list)
-                for part in message["content"]
-                if part["type"] == "image"
-            ]
+            shown = [part["image"] for part in image_parts(sample)]
             assert shown == [pages[i] for i in request["observation_event_ids"]]
             images += len(shown)
         assert images > 0
