@@ -60,7 +60,7 @@ def bench_rollout(
     every process of the run is profiled from /proc (CPU seconds per step, memory). It runs
     --repeat rounds for each seed, the seeds alternating, and reports every figure's median over
     the rounds and the headline figures' spread. Writes bench/results/rollout.json and
-    rollout.png. Needs the local stack (`webgym up`); a round takes about 10 minutes with the
+    rollout.png. Needs the local stack (`webgym up`); a round takes about 15 minutes with the
     defaults, and it prints a line per phase with the time left.
     """
     chosen = str(seed) if seed is not None else seeds
