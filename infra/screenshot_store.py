@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from collections import OrderedDict
 from typing import Any
 
@@ -33,6 +34,10 @@ from infra.minio_store import ObjectStoreError, build_minio, explain, put_bytes,
 from infra.settings import Settings
 
 PREFIX = "screenshots/"
+# After the store refused a screenshot, further ones are refused at once for this long (the
+# browser keeps them inline), so an object store that is down does not cost every step a
+# connection timeout.
+RETRY_AFTER_S = 30.0
 
 
 class ScreenshotUnavailable(EventUnavailable):
@@ -52,10 +57,18 @@ class ScreenshotStore:
     read: a policy context and a replay page repeat recent ones.
     """
 
-    def __init__(self, settings: Settings, client: Minio | None = None, cache_size: int = 64):
+    def __init__(
+        self,
+        settings: Settings,
+        client: Minio | None = None,
+        cache_size: int = 64,
+        retry_after_s: float = RETRY_AFTER_S,
+    ):
         self._settings = settings
         self._client = client
         self._bucket_ready = False
+        self._retry_after_s = retry_after_s
+        self._refused: tuple[float, str] | None = None  # when the store last refused, and why
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, bytes] = OrderedDict()
         self._cache_size = cache_size
@@ -74,9 +87,26 @@ class ScreenshotStore:
 
     def put(self, image: bytes, screenshot_format: str, digest: str | None = None) -> str:
         """Store ``image`` (once: its key is its digest) and return its key. Raises
-        :class:`~infra.minio_store.ObjectStoreError` when the store does not take it."""
+        :class:`~infra.minio_store.ObjectStoreError` when the store does not take it, and for
+        ``retry_after_s`` after that without trying."""
+        if self._refused is not None:
+            since, reason = self._refused
+            if time.monotonic() - since < self._retry_after_s:
+                raise ObjectStoreError(
+                    f"{reason} (not tried again for {self._retry_after_s:.0f} s)"
+                )
         digest = digest or hashlib.sha256(image).hexdigest()
         key = object_key(digest, screenshot_format)
+        try:
+            self._put(key, image, screenshot_format)
+        except ObjectStoreError as exc:
+            self._refused = (time.monotonic(), str(exc))
+            raise
+        self._refused = None
+        self.puts += 1
+        return key
+
+    def _put(self, key: str, image: bytes, screenshot_format: str) -> None:
         client = self._minio()
         try:
             if not self._bucket_ready:
@@ -90,8 +120,6 @@ class ScreenshotStore:
             put_bytes(client, self.bucket, key, image, f"image/{screenshot_format}")
         except (MinioException, urllib3.exceptions.HTTPError, OSError) as exc:
             raise ObjectStoreError(explain(exc, self._settings)) from None
-        self.puts += 1
-        return key
 
     def fetch(self, key: str, digest: str) -> bytes:
         """The stored image at ``key``, checked against ``digest`` (when one is given)."""

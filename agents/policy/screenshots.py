@@ -113,7 +113,11 @@ class ScreenshotBackfill:
                 for item in reader.read_to_end():
                     record = item.event.record
                     if item.event.event_type and record.get("event_id") in wanted:
-                        image = self._store.image(record)  # inline or stored
+                        try:
+                            image = self._store.image(record)  # inline or stored
+                        except ScreenshotUnavailable as exc:  # this one only; read on
+                            log.warning("observation %s: %s", record["event_id"], exc)
+                            continue
                         if image:
                             self._images.put(record["event_id"], image)
                             found += 1

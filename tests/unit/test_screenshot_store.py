@@ -16,6 +16,7 @@ from minio.error import S3Error
 from agents.browser.migration import LoggedPage
 from agents.policy.screenshots import ImageCache, StoredScreenshots
 from infra.log_reader import EventUnavailable
+from infra.minio_store import ObjectStoreError
 from infra.screenshot_store import ScreenshotStore, ScreenshotUnavailable, object_key
 from infra.settings import Settings
 from schemas.observation import digest_of
@@ -157,3 +158,26 @@ def test_a_take_over_compares_against_the_stored_page_or_fails_without_it():
     # No screenshot to match: the rebuilt page cannot be checked, so the take-over fails the
     # episode (agents.browser.page_match); the page is not a failure observation.
     assert (page.screenshot, page.failure) == (b"", None)
+
+
+def test_a_store_that_refused_is_not_asked_again_for_a_while():
+    client = FakeMinio()
+    calls = []
+
+    def refuse(bucket, name, stream, length, content_type=None):
+        calls.append(name)
+        raise OSError("connection refused")
+
+    client.put_object = refuse
+    store = ScreenshotStore(Settings(), client=client, retry_after_s=60)
+    for _ in range(3):  # the browser keeps these inline; only the first costs a try
+        with pytest.raises(ObjectStoreError, match="no MinIO answered"):
+            store.put(IMAGE, "jpeg")
+    assert len(calls) == 1
+    again = ScreenshotStore(Settings(), client=client, retry_after_s=0)
+    for _ in range(2):
+        with pytest.raises(ObjectStoreError):
+            again.put(IMAGE, "jpeg")
+    assert len(calls) == 3  # no pause: each put tries
+    del client.put_object  # the store is back
+    assert again.put(IMAGE, "jpeg") == object_key(hashlib.sha256(IMAGE).hexdigest(), "jpeg")
