@@ -381,7 +381,6 @@ def load_replay(settings: Settings, episode_id: str) -> Replay:
     if scored is not None:
         observations, inferences = [], []
         readers = {s: OffsetFetcher(settings, s) for s in ("observations", "inferences")}
-        read = {"observations": lambda r: store.with_image(r), "inferences": lambda r: r}
         try:
             for item in scored["steps"]:
                 for suffix, out in (("observations", observations), ("inferences", inferences)):
@@ -390,13 +389,10 @@ def load_replay(settings: Settings, episode_id: str) -> Replay:
                     if any(r["event_id"] == event_id for r in out):
                         continue  # the same page again, after an unparseable reply
                     try:
-                        out.append(
-                            read[suffix](
-                                readers[suffix].fetch(
-                                    item[f"{prefix}_partition"], item[f"{prefix}_offset"], event_id
-                                )
-                            )
+                        record = readers[suffix].fetch(
+                            item[f"{prefix}_partition"], item[f"{prefix}_offset"], event_id
                         )
+                        out.append(store.with_image(record) if suffix == "observations" else record)
                     except EventUnavailable as gone:
                         missing[event_id] = str(gone)
         finally:
