@@ -19,6 +19,7 @@ from commands.children import RunFailed
 from commands.eval_run import EvalFailed
 from infra import stack
 from infra.chromium import ChromiumMissing
+from infra.cpu_group import CpuGroupUnavailable
 from infra.log_reader import LogStalled
 from infra.minio_store import ObjectStoreError
 from infra.producer import DeliveryError
@@ -37,6 +38,7 @@ KNOWN_ERRORS = (
     BrokerUnreachable,
     SettingsError,
     ChromiumMissing,
+    CpuGroupUnavailable,
     DeliveryError,
     TopicMissing,
     LogStalled,

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from infra.cpu_group import browsers_group
 from infra.settings import Settings
 
 # Headless on a machine with no display and no outside network: without the background-networking
@@ -48,18 +49,25 @@ def launch_options(settings: Settings, extra_args: list[str] | None = None) -> d
 
 def launcher(settings: Settings) -> Path:
     """The executable Playwright starts: the configured Chromium itself or, with
-    ``browser_nice`` above 0, a script in the cache dir that execs it under ``nice``, so the
-    browser and every process it forks (zygotes, renderers, GPU) run at that niceness. The
-    script is rewritten atomically when missing or different, so workers sharing a cache dir
-    never see half of one."""
-    if settings.browser_nice == 0:
+    ``browser_nice`` above 0 or a ``browser_cpu_weight``, a script in the cache dir that joins
+    the browsers' cgroup (:func:`infra.cpu_group.browsers_group`, made or re-weighted here) and
+    execs Chromium under ``nice``, so the browser and every process it forks (zygotes,
+    renderers, GPU) run at that niceness, in that group. The script is rewritten atomically when
+    missing or different, so workers sharing a cache dir never see half of one. Raises
+    CpuGroupUnavailable when a weight is set and no cgroup can be made."""
+    nice, weight = settings.browser_nice, settings.browser_cpu_weight
+    if nice == 0 and weight == 0:
         return settings.chromium_path
-    script = settings.cache_dir / "chromium" / f"chromium-nice-{settings.browser_nice}"
-    text = (
-        "#!/bin/sh\n# Written by webgym (WEBGYM_BROWSER_NICE): Chromium at a lower CPU priority.\n"
-        f"exec nice -n {settings.browser_nice} {shlex.quote(str(settings.chromium_path))} "
-        '"$@"\n'
-    )
+    lines = ["#!/bin/sh", "# Written by webgym (WEBGYM_BROWSER_NICE, WEBGYM_BROWSER_CPU_WEIGHT)."]
+    if weight:
+        procs = shlex.quote(str(browsers_group(weight).procs))
+        refused = "{ echo 'webgym: cannot join the browsers cgroup' >&2; exit 1; }"
+        lines.append(f"echo $$ > {procs} || {refused}")
+    runs = f"nice -n {nice} " if nice else ""
+    lines.append(f'exec {runs}{shlex.quote(str(settings.chromium_path))} "$@"')
+    text = "\n".join(lines) + "\n"
+    name = f"chromium-nice-{nice}" + (f"-weight-{weight}" if weight else "")
+    script = settings.cache_dir / "chromium" / name
     if not script.exists() or script.read_text() != text:
         script.parent.mkdir(parents=True, exist_ok=True)
         staged = script.with_name(f"{script.name}.{os.getpid()}")

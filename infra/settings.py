@@ -88,6 +88,14 @@ class Settings(BaseSettings):
         description="niceness of every Chromium process (0: as the worker); with browsers "
         "saturating the cores, a higher value lets the broker and the workers run first",
     )
+    browser_cpu_weight: int = Field(
+        0,
+        ge=0,
+        le=10000,
+        description="CPU weight of one cgroup that every Chromium process joins (cgroup v2 "
+        "cpu.weight, 1-10000, 100 = one ordinary process; v1 cpu.shares scaled alike; 0: no "
+        "group); the browsers together then weigh this much, however many there are",
+    )
 
     # Browser workers
     practice_web_address: str = Field(
