@@ -6,9 +6,14 @@ the Faust worker, the Kafka probe) and the local stack's Kafka broker and MinIO 
 they run. Each process gets a role from its command line (:func:`role_of`); its CPU time inside
 the window is its CPU time at the last sample minus at the first (0 for a process born inside the
 window), and a role's memory is the peak, over the samples, of its processes' summed resident set
-size. The whole machine's busy CPU time over the same window gives ``coverage``: the share of
-the machine's CPU the profile accounts for (the rest is the kernel, other programs, and CPU a
-process used after its last sample before it exited, at most ``interval_s`` each).
+size (``rss_mb``: shared pages count once per process, so it overstates a role of many processes
+such as Chromium's renderers) and of their summed proportional set size (``pss_mb``: each shared
+page split among its sharers, so the roles add up to what the run holds; read from
+``smaps_rollup`` every ``PSS_EVERY`` samples and at the last, since the kernel walks each
+process's page tables for it). The whole machine's busy CPU time over the same window gives
+``coverage``: the share of the machine's CPU the profile accounts for (the rest is the kernel,
+other programs, and CPU a process used after its last sample before it exited, at most
+``interval_s`` each).
 
 Guarantees: sampling never raises for a process that exits meanwhile; the profiler's own CPU is
 reported under ``profiler`` and left out of ``pipeline_cpu_s_per_step``, as are Chromium and the
@@ -26,9 +31,17 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
-from infra.processes import ProcStat, all_stats, command_line, descendants, machine_busy_s
+from infra.processes import (
+    ProcStat,
+    all_stats,
+    command_line,
+    descendants,
+    machine_busy_s,
+    pss_mb,
+)
 
 INTERVAL_S = 0.5
+PSS_EVERY = 10  # samples: proportional set sizes every 5 s, and at the last sample
 CHROMIUM_TYPES = {
     "renderer": "renderer",
     "gpu-process": "gpu",
@@ -97,14 +110,23 @@ class ProfileAccount:
     seen: dict[tuple[int, int], _Seen] = field(default_factory=dict)
     rss_peak: dict[str, int] = field(default_factory=dict)
     rss_sums: dict[str, list[int]] = field(default_factory=dict)
+    pss_peak: dict[str, float] = field(default_factory=dict)
+    pss_samples: int = 0
     samples: int = 0
     first_busy_s: float | None = None
     last_busy_s: float = 0.0
     started: float = 0.0
     ended: float = 0.0
 
-    def add(self, at: float, busy_s: float, processes: list[tuple[str, ProcStat]]) -> None:
-        """One sample: the time, the machine's busy seconds, and each run process's stat."""
+    def add(
+        self,
+        at: float,
+        busy_s: float,
+        processes: list[tuple[str, ProcStat]],
+        pss_mb: dict[int, float] | None = None,
+    ) -> None:
+        """One sample: the time, the machine's busy seconds, each run process's stat, and (some
+        samples) each one's proportional set size in MB by pid."""
         first = self.samples == 0
         if first:
             self.first_busy_s, self.started = busy_s, at
@@ -124,10 +146,18 @@ class ProfileAccount:
         for role, total in rss.items():
             self.rss_peak[role] = max(self.rss_peak.get(role, 0), total)
             self.rss_sums.setdefault(role, []).append(total)
+        if pss_mb is not None:
+            self.pss_samples += 1
+            pss: dict[str, float] = {}
+            for role, stat in processes:
+                pss[role] = pss.get(role, 0.0) + pss_mb.get(stat.pid, 0.0)
+            for role, total in pss.items():
+                self.pss_peak[role] = max(self.pss_peak.get(role, 0.0), total)
 
     def figures(self, steps: int) -> dict[str, Any]:
         """Per role: processes, CPU seconds, CPU seconds per step, share of the profiled CPU,
-        peak and mean resident MB; and the totals."""
+        peak and mean resident MB, peak proportional MB (None if never read); and the
+        totals."""
         cpu: dict[str, float] = {}
         count: dict[str, int] = {}
         for entry in self.seen.values():
@@ -143,6 +173,7 @@ class ProfileAccount:
         return {
             "interval_s": INTERVAL_S,
             "samples": self.samples,
+            "pss_samples": self.pss_samples,
             "wall_s": round(self.ended - self.started, 1),
             "steps": steps,
             "machine_busy_s": round(busy, 1),
@@ -160,6 +191,7 @@ class ProfileAccount:
                     "rss_mean_mb": round(statistics.fmean(self.rss_sums[role]) / 2**20, 1)
                     if self.rss_sums.get(role)
                     else 0.0,
+                    "pss_mb": round(self.pss_peak[role], 1) if role in self.pss_peak else None,
                 }
                 for role, seconds in sorted(cpu.items(), key=lambda item: -item[1])
             },
@@ -196,6 +228,7 @@ def _sample(root: int, interval_s: float, stop: Any, ready: Any, results: Any) -
     stopping = False
     while True:  # after the stop, one last sample
         began = time.monotonic()
+        with_pss = stopping or account.samples % PSS_EVERY == 0
         stats = all_stats()
         run = set(descendants(root, stats.values()))
         sampled = []
@@ -203,7 +236,8 @@ def _sample(root: int, interval_s: float, stop: Any, ready: Any, results: Any) -
             role = roles.of(stat, run)
             if role is not None:
                 sampled.append((role, stat))
-        account.add(began, machine_busy_s(), sampled)
+        pss = {stat.pid: pss_mb(stat.pid) for _, stat in sampled} if with_pss else None
+        account.add(began, machine_busy_s(), sampled, pss)
         if stopping:
             break
         stopping = stop.wait(max(0.0, interval_s - (time.monotonic() - began)))

@@ -3,10 +3,10 @@
 Two tables, each from phases of the same run (:func:`bench.rollout.growth` runs them):
 
 - ``in_flight``: the asynchronous pipeline (latency-model policy) at 8, 16, 32 and 64 episodes
-  in flight, screenshots inline: steps/s, episodes/h, resident memory of the browser side and of
-  the workers, and bytes written to the log per step. ``mb_per_episode_in_flight`` is the least
-  squares slope of memory over episodes in flight, so what every run costs anyway (the broker,
-  an idle browser) is not charged to an episode.
+  in flight, screenshots inline: steps/s, episodes/h, memory of the browser side and of the
+  workers (proportional and resident), and bytes written to the log per step.
+  ``mb_per_episode_in_flight`` is the least squares slope of memory over episodes in flight,
+  so what every run costs anyway (the broker, an idle browser) is not charged to an episode.
 - ``screenshots``: the same pipeline at one in-flight count with screenshots inline and stored
   in MinIO (``WEBGYM_SCREENSHOT_STORAGE``): steps/s, bytes per step in the log and in the object
   store, and the time a replay of one episode takes from each.
@@ -31,11 +31,12 @@ BROWSER_ROLES = ("chromium", "playwright driver", "browser worker")
 WORKER_ROLES = ("policy worker", "faust worker", "bench")
 
 
-def _rss(profile: dict[str, Any], roles: tuple[str, ...]) -> float:
-    """Peak resident MB of the roles (each role's peak over the phase), summed."""
+def _memory(profile: dict[str, Any], roles: tuple[str, ...], measure: str) -> float:
+    """Peak MB of the roles (each role's peak over the phase), summed: ``rss_mb`` resident,
+    ``pss_mb`` proportional (shared pages split among their sharers)."""
     return round(
         sum(
-            figures["rss_mb"]
+            figures.get(measure) or 0.0
             for role, figures in profile.get("by_role", {}).items()
             if role.startswith(roles)
         ),
@@ -50,8 +51,10 @@ def in_flight_row(phase: dict[str, Any], in_flight: int) -> dict[str, Any]:
         "in_flight": in_flight,
         **_common(phase),
         "episodes_per_hour": phase["episodes_per_hour"],
-        "browser_rss_mb": _rss(profile, BROWSER_ROLES),
-        "workers_rss_mb": _rss(profile, WORKER_ROLES),
+        "browser_rss_mb": _memory(profile, BROWSER_ROLES, "rss_mb"),
+        "workers_rss_mb": _memory(profile, WORKER_ROLES, "rss_mb"),
+        "browser_pss_mb": _memory(profile, BROWSER_ROLES, "pss_mb"),
+        "workers_pss_mb": _memory(profile, WORKER_ROLES, "pss_mb"),
         "chromium_cpu_s_per_step": profile["chromium_cpu_s_per_step"],
         "log_mb_per_hour": phase["log"]["mb_per_hour"],
         "kafka_added_ms": phase["kafka_added_ms"]["all"],
@@ -82,11 +85,14 @@ def slope(points: Iterable[tuple[float, float]]) -> float | None:
 
 
 def memory_per_episode(rows: list[dict[str, Any]]) -> dict[str, float | None]:
-    """MB each further episode in flight costs, browser side and workers (slopes over rows)."""
+    """MB each further episode in flight costs (slopes over rows): ``browser`` and ``workers``
+    proportional (PSS, what the machine holds), ``browser_rss`` and ``workers_rss`` resident
+    (shared pages counted once per process: an overstatement for Chromium)."""
     out = {}
-    for name in ("browser_rss_mb", "workers_rss_mb"):
-        value = slope((row["in_flight"], row[name]) for row in rows)
-        out[name.replace("_rss_mb", "")] = None if value is None else round(value, 1)
+    for side in ("browser", "workers"):
+        for measure, name in (("pss", side), ("rss", f"{side}_rss")):
+            value = slope((row["in_flight"], row[f"{side}_{measure}_mb"]) for row in rows)
+            out[name] = None if value is None else round(value, 1)
     return out
 
 

@@ -85,8 +85,13 @@ def test_one_small_round_profiles_every_process_and_says_where_it_came_from(
         # --growth-episodes, and at least twice the episodes in flight
         assert row["episodes"] == max(3, 2 * row["in_flight"]) and row["aborted"] == 0
         assert row["steps_per_s"] > 0 and row["browser_rss_mb"] > 0 and row["workers_rss_mb"] > 0
+        # Proportional: shared pages split among their sharers, so at most the resident figure.
+        assert 0 < row["browser_pss_mb"] <= row["browser_rss_mb"]
+        assert 0 < row["workers_pss_mb"] <= row["workers_rss_mb"]
         assert row["log_bytes_per_step"] > 0
-    assert set(growth["mb_per_episode_in_flight"]) == {"browser", "workers"}
+    assert set(growth["mb_per_episode_in_flight"]) == {
+        "browser", "workers", "browser_rss", "workers_rss"
+    }  # fmt: skip
     inline, stored = growth["screenshots"]
     assert (inline["storage"], stored["storage"]) == ("inline", "minio")
     assert inline["objects"] == 0 and stored["objects"] > 0 and stored["object_bytes_per_step"] > 0

@@ -9,6 +9,7 @@ import pytest
 
 from bench.process_profile import ProfileAccount, Roles, role_of
 from bench.rollout import median_tree, spread
+from bench.rollout_growth import memory_per_episode
 from infra.processes import CLOCK_TICKS, PAGE_BYTES, ProcStat, descendants, parse_stat, read_stat
 
 ROOT, PROFILER = 100, 101
@@ -151,3 +152,31 @@ def test_rounds_fold_into_medians_and_the_headline_figures_keep_their_spread():
     assert found["ratios.async_of_ideal"] == {"median": 0.8, "min": 0.7, "max": 0.9,
                                               "rounds": [0.7, 0.9, 0.8]}  # fmt: skip
     assert "ratios.instant_of_bare" not in found  # no round has it
+
+
+def test_proportional_memory_is_the_peak_of_the_samples_that_read_it():
+    account = ProfileAccount()
+    renderers = [
+        ("chromium renderer", _stat(2, 1.0, 100)),
+        ("chromium renderer", _stat(3, 1.0, 100)),
+    ]
+    account.add(0.0, 10.0, renderers, {2: 40.0, 3: 30.0})
+    account.add(1.0, 11.0, renderers)  # not read this time
+    account.add(2.0, 12.0, renderers + [("kafka broker", _stat(1, 5.0, 900))], {2: 50.0, 3: 35.0})
+    figures = account.figures(steps=2)
+    assert figures["pss_samples"] == 2
+    assert figures["by_role"]["chromium renderer"]["pss_mb"] == 85.0  # 50 + 35, the peak sum
+    assert figures["by_role"]["chromium renderer"]["rss_mb"] == 200.0  # shared pages twice
+    assert figures["by_role"]["kafka broker"]["pss_mb"] == 0.0  # no pid read: nothing known
+
+
+def test_growth_charges_each_episode_the_slope_of_both_memories():
+    rows = [
+        {"in_flight": n, "browser_pss_mb": 500 + 40 * n, "browser_rss_mb": 900 + 300 * n,
+         "workers_pss_mb": 800 + n, "workers_rss_mb": 900 + n}
+        for n in (8, 16, 32)
+    ]  # fmt: skip
+    assert memory_per_episode(rows) == {
+        "browser": 40.0, "browser_rss": 300.0, "workers": 1.0, "workers_rss": 1.0
+    }  # fmt: skip
+    assert memory_per_episode(rows[:1])["browser"] is None  # one point: no slope
