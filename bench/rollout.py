@@ -696,6 +696,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     args = parser.parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    if args.repeat < 0 or (args.repeat == 0 and not (args.growth or args.scaling)):
+        parser.error("--repeat 0 runs no rounds, only --growth and/or --scaling: give one")
+    if args.repeat == 0 and args.out == RESULTS:  # rollout.json keeps the rounds of record
+        extras = [name for name in ("growth", "scaling") if getattr(args, name)]
+        args.out = RESULTS.with_name(f"rollout_{'_'.join(extras)}.json")
     base = Settings()
     began = provenance_now()
     growth_phases = len(args.growth_in_flight) + 2 if args.growth else 0
@@ -721,7 +726,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         },  # fmt: skip
         "summary": "every figure outside `rounds` is the median over the rounds; `spread` "
         "gives the headline figures' least and greatest values",
-        **median_tree([{k: v for k, v in r.items() if k != "seed"} for r in rounds]),
+        **(
+            median_tree([{k: v for k, v in r.items() if k != "seed"} for r in rounds])
+            if rounds
+            else {}
+        ),
         "spread": spread(rounds),
         "rounds": rounds,
     }
@@ -736,7 +745,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     result = write_result(args.out, result, produced_by=began)
     if args.out == RESULTS:
         plot(result)
-    print(json.dumps(result["spread"], indent=2))
+    print(json.dumps(result["spread"] if rounds else result.get("growth"), indent=2))
     return result
 
 

@@ -30,7 +30,12 @@ def bench_rollout(
     ] = "0,7",
     seed: Annotated[int | None, typer.Option(help="one seed only (the same as --seeds N)")] = None,
     repeat: Annotated[
-        int, typer.Option(min=1, help="rounds per seed; the seeds alternate round by round")
+        int,
+        typer.Option(
+            min=0,
+            help="rounds per seed; the seeds alternate round by round (0: only --growth and "
+            "--scaling, written to bench/results/rollout_growth.json and the like)",
+        ),
     ] = 3,
     out: Annotated[
         Path | None, typer.Option(help="write the result here, not bench/results/rollout.json")
