@@ -9,8 +9,9 @@ window), and a role's memory is the peak, over the samples, of its processes' su
 size (``rss_mb``: shared pages count once per process, so it overstates a role of many processes
 such as Chromium's renderers) and of their summed proportional set size (``pss_mb``: each shared
 page split among its sharers, so the roles add up to what the run holds; read from
-``smaps_rollup`` every ``PSS_EVERY`` samples and at the last, since the kernel walks each
-process's page tables for it). The whole machine's busy CPU time over the same window gives
+``smaps_rollup`` only at the samples where a role's resident size reaches a new peak, every
+``PSS_EVERY`` samples and at the last, since the kernel walks each process's page tables for
+it). The whole machine's busy CPU time over the same window gives
 ``coverage``: the share of the machine's CPU the profile accounts for (the rest is the kernel,
 other programs, and CPU a process used after its last sample before it exited, at most
 ``interval_s`` each).
@@ -154,6 +155,13 @@ class ProfileAccount:
             for role, total in pss.items():
                 self.pss_peak[role] = max(self.pss_peak.get(role, 0.0), total)
 
+    def new_peak(self, processes: list[tuple[str, ProcStat]]) -> bool:
+        """Whether these processes take some role's resident size above its peak so far."""
+        rss: dict[str, int] = {}
+        for role, stat in processes:
+            rss[role] = rss.get(role, 0) + stat.rss_bytes
+        return any(total > self.rss_peak.get(role, 0) for role, total in rss.items())
+
     def figures(self, steps: int) -> dict[str, Any]:
         """Per role: processes, CPU seconds, CPU seconds per step, share of the profiled CPU,
         peak and mean resident MB, peak proportional MB (None if never read); and the
@@ -228,7 +236,6 @@ def _sample(root: int, interval_s: float, stop: Any, ready: Any, results: Any) -
     stopping = False
     while True:  # after the stop, one last sample
         began = time.monotonic()
-        with_pss = stopping or account.samples % PSS_EVERY == 0
         stats = all_stats()
         run = set(descendants(root, stats.values()))
         sampled = []
@@ -236,6 +243,7 @@ def _sample(root: int, interval_s: float, stop: Any, ready: Any, results: Any) -
             role = roles.of(stat, run)
             if role is not None:
                 sampled.append((role, stat))
+        with_pss = stopping or account.samples % PSS_EVERY == 0 or account.new_peak(sampled)
         pss = {stat.pid: pss_mb(stat.pid) for _, stat in sampled} if with_pss else None
         account.add(began, machine_busy_s(), sampled, pss)
         if stopping:

@@ -168,6 +168,10 @@ def test_proportional_memory_is_the_peak_of_the_samples_that_read_it():
     assert figures["by_role"]["chromium renderer"]["pss_mb"] == 85.0  # 50 + 35, the peak sum
     assert figures["by_role"]["chromium renderer"]["rss_mb"] == 200.0  # shared pages twice
     assert figures["by_role"]["kafka broker"]["pss_mb"] == 0.0  # no pid read: nothing known
+    # The sampler reads proportional sizes (also) when a role's resident size peaks.
+    assert account.new_peak([("chromium renderer", _stat(2, 1.0, 201))])
+    assert not account.new_peak([("chromium renderer", _stat(2, 1.0, 200))])
+    assert account.new_peak([("policy worker", _stat(9, 1.0, 1))])  # a role not seen yet
 
 
 def test_growth_charges_each_episode_the_slope_of_both_memories():
