@@ -1,4 +1,5 @@
-"""`webgym bench rollout --repeat 0`: no rounds, only the extra tables, never over rollout.json."""
+"""Benchmark command lines: `webgym bench rollout --repeat 0` (no rounds, only the extra tables,
+never over rollout.json) and the browser-priority comparison's configurations."""
 
 from __future__ import annotations
 
@@ -31,3 +32,18 @@ def test_a_growth_only_run_writes_its_own_file(monkeypatch, tmp_path):
     rollout.main(["--repeat", "0", "--growth", "--seeds", "7,0"])
     assert written == {"seed": 7, "path": rollout.RESULTS.with_name("rollout_growth.json"),
                        "rounds": []}  # fmt: skip
+
+
+def test_browser_priority_compares_nicenesses_then_weights_and_names_a_bad_value():
+    from bench.browser_priority import configurations
+
+    configs = configurations("0, 10", "50")
+    assert list(configs) == ["nice 0", "nice 10", "cpu.weight 50"]
+    assert (configs["nice 10"].browser_nice, configs["nice 10"].browser_cpu_weight) == (10, 0)
+    assert (configs["cpu.weight 50"].browser_nice, configs["cpu.weight 50"].browser_cpu_weight) == (
+        0, 50
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="--weights: 0 is not"):
+        configurations("0", "0")
+    with pytest.raises(ValueError, match="--nice: 20 is not"):
+        configurations("20", "")
