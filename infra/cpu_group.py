@@ -47,9 +47,10 @@ def v1_shares(weight: int) -> int:
 
 
 def browsers_group(weight: int, root: Path | None = None) -> CpuGroup:
-    """The browsers' group under ``root`` (:data:`CGROUP_ROOT`) with ``weight``, created or re-weighted as needed (the
-    same call again changes nothing). Raises CpuGroupUnavailable, saying what to do instead, when
-    neither cgroup version offers a cpu controller this process can write."""
+    """The browsers' group under ``root`` (:data:`CGROUP_ROOT`) with ``weight``, created or
+    re-weighted as needed (the same call again changes nothing). Raises CpuGroupUnavailable,
+    saying what to do instead, when neither cgroup version offers a cpu controller this process
+    can write."""
     if not 1 <= weight <= 10000:
         raise ValueError(f"a cgroup CPU weight is 1 to 10000, not {weight}")
     root = root or CGROUP_ROOT

@@ -6,45 +6,20 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from pathlib import Path
 
 import pytest
 from playwright.async_api import async_playwright
 
 from infra.chromium import launch_options
 from infra.cpu_group import CpuGroupUnavailable, browsers_group, group_of
+from infra.processes import all_stats, command_line, descendants
 from infra.settings import load_settings
 
 
-def _stat(pid: int) -> list[str]:
-    text = Path(f"/proc/{pid}/stat").read_text()
-    return text[text.rindex(")") + 2 :].split()  # fields from the 3rd on
-
-
-def _descendants(root: int) -> set[int]:
-    children: dict[int, set[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                children.setdefault(int(_stat(int(entry.name))[1]), set()).add(int(entry.name))
-            except (OSError, IndexError):
-                continue
-    found, todo = set(), [root]
-    while todo:
-        pid = todo.pop()
-        found.add(pid)
-        todo.extend(children.get(pid, ()))
-    return found
-
-
 def _browser_pid(marker: str) -> int:
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
-                    return int(entry.name)
-            except OSError:
-                continue
+    for pid in all_stats():
+        if marker in command_line(pid):
+            return pid
     raise AssertionError(f"no process with {marker} in its command line")
 
 
@@ -66,7 +41,7 @@ def test_every_chromium_process_runs_in_the_weighted_group():
                 page = await browser.new_page()
                 await page.set_content("<p>weighted</p>")
                 await page.screenshot()
-                groups = {pid: group_of(pid, group.version) for pid in _descendants(
+                groups = {pid: group_of(pid, group.version) for pid in descendants(
                     _browser_pid(marker))}  # fmt: skip
                 return {pid: path for pid, path in groups.items() if path is not None}  # alive
             finally:
