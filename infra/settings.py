@@ -175,6 +175,14 @@ class Settings(BaseSettings):
     streams_session_timeout_s: float = Field(
         10.0, gt=0, description="a dead Faust worker's partitions move after this long"
     )
+    streams_linger_ms: int = Field(
+        0,
+        ge=0,
+        le=100,
+        description="how long the stream processors' producer holds a batch open before it "
+        "sends it: 0 sends at once (least latency per hop); a few ms lets the outputs of one "
+        "input, its table row and other episodes' events share one produce request",
+    )
     learner_hold_at: Literal["after-step", "mid-upload", "after-announce"] | None = Field(
         None,
         description="crash tests only: the learner stops and waits to be killed at this point",

@@ -159,6 +159,7 @@ def build_app(settings: Settings, sets: tuple[str, ...]) -> faust.App:
         broker_rebalance_timeout=2 * settings.streams_session_timeout_s,
         stream_recovery_delay=0.2,  # start processing right after a rebalance
         producer_acks=-1,
+        producer_linger=settings.streams_linger_ms / 1000,
         producer_max_request_size=LARGE_MESSAGE_BYTES + MIB,
         consumer_max_fetch_size=LARGE_MESSAGE_BYTES + MIB,
         # `faust worker` serves its status pages unless --without-web: on loopback only, and

@@ -47,3 +47,40 @@ def test_browser_priority_compares_nicenesses_then_weights_and_names_a_bad_value
         configurations("0", "0")
     with pytest.raises(ValueError, match="--nice: 20 is not"):
         configurations("20", "")
+
+
+def test_a_comparison_names_its_configurations_and_refuses_what_is_not_a_setting(capsys):
+    from bench import compare
+    from infra.settings import Settings
+
+    name, changes = compare.parse_config("linger 2:streams_linger_ms=2, browser_nice=3")
+    assert (name, changes) == ("linger 2", {"streams_linger_ms": "2", "browser_nice": "3"})
+    settings = compare.configured(Settings(topic_prefix="kept"), changes)
+    assert (settings.streams_linger_ms, settings.browser_nice, settings.topic_prefix) == (
+        2, 3, "kept"
+    )  # fmt: skip
+    assert compare.parse_config("as is:") == ("as is", {})
+    for bad, words in [
+        ("streams_linger_ms=2", "has no name"),
+        ("x:streams_linger_ms", "is not FIELD=VALUE"),
+        ("x:lingr=2", "'lingr' is not a setting"),
+    ]:
+        with pytest.raises(ValueError, match=words):
+            compare.parse_config(bad)
+    for argv, words in [
+        (["--config", "a:"], "give --config twice or more"),
+        (["--config", "a:", "--config", "b:streams_linger_ms=-1"], "streams_linger_ms: Input"),
+        (["--config", "a:", "--config", "a:browser_nice=1"], "the same name"),
+    ]:
+        with pytest.raises(SystemExit):
+            compare.main([*argv, "--out", "/dev/null"])
+        assert words in capsys.readouterr().err
+
+
+def test_the_stream_processors_producer_lingers_as_set(tmp_path):
+    from infra.settings import Settings
+    from streams.app import AGENT_SETS, build_app
+
+    for ms, seconds in [(0, 0), (5, 0.005)]:
+        settings = Settings(streams_linger_ms=ms, state_dir=tmp_path)
+        assert build_app(settings, AGENT_SETS).conf.producer_linger == seconds
