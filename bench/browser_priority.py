@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.compare import add_workload_options, compare, workload_of
+from commands.children import stop_cleanly_on_sigterm
 from infra.cpu_group import CpuGroupUnavailable, browsers_group
 from infra.settings import Settings
 
@@ -64,6 +65,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 browsers_group(settings.browser_cpu_weight)
             except CpuGroupUnavailable as exc:
                 parser.error(f"{name}: {exc}")
+    stop_cleanly_on_sigterm()  # a killed run deletes its phase's topics, as Ctrl-C does
     summary = (
         "per browser configuration (a niceness, or one cgroup of that CPU weight for all "
         "browsers): each figure's median, least and greatest over its rounds, and every round's "

@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from bench.rollout import Progress, one_round, spread
+from commands.children import stop_cleanly_on_sigterm
 from infra.provenance import provenance as provenance_now
 from infra.provenance import write_result
 from infra.settings import Settings
@@ -170,6 +171,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if len(args.config) < 2:
         parser.error('compare what? give --config twice or more, e.g. --config "a:" '
                      '--config "linger 2:streams_linger_ms=2"')  # fmt: skip
+    stop_cleanly_on_sigterm()  # a killed run deletes its phase's topics, as Ctrl-C does
     base = Settings()
     configs: dict[str, Settings] = {}
     for text in args.config:

@@ -30,7 +30,7 @@ import torch
 from agents.policy.tiny_model import build_tiny_vl_model
 from commands.local_run import RunOptions, run_local
 from infra.log_reader import read_topic
-from infra.minio_store import build_minio, ensure_buckets
+from infra.minio_store import build_minio, ensure_buckets, remove_bucket
 from infra.provenance import write_result
 from infra.settings import Settings
 from infra.topic_admin import create_topics, delete_topics
@@ -138,9 +138,7 @@ def main() -> None:
         print(json.dumps(result, indent=2))
     finally:
         delete_topics(settings)
-        for item in minio.list_objects(settings.policies_bucket, recursive=True):
-            minio.remove_object(settings.policies_bucket, item.object_name)
-        minio.remove_bucket(settings.policies_bucket)
+        remove_bucket(minio, settings.policies_bucket)
 
 
 if __name__ == "__main__":

@@ -45,9 +45,11 @@ from analytics.stats import TOPICS, RunStats
 from bench import log_bytes, rollout_growth
 from bench.process_profile import ProcessProfile
 from bench.rollout_sim import SimEpisode, simulate
+from commands.children import stop_cleanly_on_sigterm
 from commands.local_run import RunOptions, run_local
 from infra.kafka_config import client_config
 from infra.log_reader import TopicReader, read_topic
+from infra.minio_store import build_minio, remove_bucket
 from infra.producer import build_producer
 from infra.provenance import provenance as provenance_now
 from infra.provenance import write_result
@@ -323,7 +325,7 @@ def run_phase(
     finally:
         delete_topics(settings, internal=True)  # the Faust app's changelogs too
         if storage != "inline":
-            rollout_growth.remove_bucket(settings)
+            remove_bucket(build_minio(settings), settings.artifacts_bucket)
 
 
 def ideal(
@@ -701,6 +703,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.repeat == 0 and args.out == RESULTS:  # rollout.json keeps the rounds of record
         extras = [name for name in ("growth", "scaling") if getattr(args, name)]
         args.out = RESULTS.with_name(f"rollout_{'_'.join(extras)}.json")
+    stop_cleanly_on_sigterm()  # a killed run deletes its phase's topics, as Ctrl-C does
     base = Settings()
     began = provenance_now()
     growth_phases = len(args.growth_in_flight) + 2 if args.growth else 0

@@ -128,16 +128,6 @@ def stored_bytes(settings: Settings) -> tuple[int, int]:
     return len(sizes), sum(sizes)
 
 
-def remove_bucket(settings: Settings) -> None:
-    """Delete the artifacts bucket of a phase and every object in it."""
-    client = build_minio(settings)
-    if not client.bucket_exists(settings.artifacts_bucket):
-        return
-    for item in client.list_objects(settings.artifacts_bucket, recursive=True):
-        client.remove_object(settings.artifacts_bucket, item.object_name)
-    client.remove_bucket(settings.artifacts_bucket)
-
-
 def storage_row(
     phase: dict[str, Any], storage: str, objects: int, object_bytes: int, replay: dict[str, Any]
 ) -> dict[str, Any]:

@@ -19,6 +19,17 @@ from pathlib import Path
 from infra.settings import Settings
 
 
+def _interrupt(*_: object) -> None:
+    raise KeyboardInterrupt
+
+
+def stop_cleanly_on_sigterm() -> None:
+    """SIGTERM ends this process as Ctrl-C does: ``finally`` blocks run, so its workers are
+    stopped and what it made under a throwaway prefix is deleted, not left behind. Call from the
+    main thread."""
+    signal.signal(signal.SIGTERM, _interrupt)
+
+
 class RunFailed(RuntimeError):
     """A worker died or the run made no progress; the message names the log to read."""
 

@@ -16,6 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from analytics.evaluation import curve
 from analytics.plots import write_learning_curve
+from commands.children import stop_cleanly_on_sigterm
 from commands.errors import user_errors
 from commands.eval_run import EvalOptions, Evaluator
 from commands.experiment import LearnOptions, run_learning
@@ -188,7 +189,7 @@ def eval_command(
     if attach:
         queue = chosen_versions(settings)  # refused before anything is sent
         evaluator = Evaluator(settings, options, report=console.print)
-        _stop_cleanly_on_sigterm()
+        stop_cleanly_on_sigterm()
         evaluate_all(evaluator, queue)
     else:
         run = RunOptions(
@@ -198,23 +199,13 @@ def eval_command(
             policy="local",
             policy_args=("--model", str(model), "--policy-name", policy_name),
         )
-        _stop_cleanly_on_sigterm()
+        stop_cleanly_on_sigterm()
         with LocalLoop(settings, run, report=console.print) as loop:
             evaluate_all(
                 Evaluator(loop.settings, options, check=loop.check), chosen_versions(loop.settings)
             )
     scalars.close()
     _write_outputs(rows, out, plot, f"held-out success of {policy_name} on {task_set}")
-
-
-def _interrupt(*_: object) -> None:
-    raise KeyboardInterrupt
-
-
-def _stop_cleanly_on_sigterm() -> None:
-    """SIGTERM ends the command as Ctrl-C does: its runs' sampling stops and its workers are
-    stopped, not left behind."""
-    signal.signal(signal.SIGTERM, _interrupt)
 
 
 def _pages(text: str) -> tuple[str, ...]:
@@ -332,7 +323,7 @@ def experiment_learn(
         tensorboard=str(tensorboard) if tensorboard else None,
         seed=seed,
     )
-    _stop_cleanly_on_sigterm()
+    stop_cleanly_on_sigterm()
     result = run_learning(settings, options, report=console.print)
     write_result(out, result, produced_by=produced_by)
 

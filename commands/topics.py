@@ -8,8 +8,11 @@ import typer
 from rich.table import Column, Table
 
 from commands.errors import console, errors, user_errors
+from infra.leftovers import find_leftovers, remove_leftover
+from infra.minio_store import build_minio
 from infra.settings import load_settings
 from infra.topic_admin import (
+    build_admin,
     create_topics,
     describe_topics,
     topic_states,
@@ -84,3 +87,45 @@ def topics_describe(
             name, str(partitions.get(name, "?")), *(config.get(key, "-") for key in shown)
         )
     console.print(table)
+
+
+@topics_app.command("prune")
+@user_errors
+def topics_prune(
+    match: Annotated[
+        str,
+        typer.Option(
+            help="remove what prefixes starting with this left (never WEBGYM_TOPIC_PREFIX)"
+        ),
+    ] = "bench-",
+    dry_run: Annotated[bool, typer.Option(help="only show what would be removed")] = False,
+) -> None:
+    """Remove what killed benchmark runs left: the topics, idle consumer groups and buckets of
+    every prefix that starts with --match (benchmarks run under ``bench-<hex>`` and remove their
+    own when they end). A prefix whose group has members is in use and left whole."""
+    settings = load_settings()
+    admin = build_admin(settings)
+    minio = build_minio(settings)
+    if not match.strip():
+        raise typer.BadParameter("give a prefix, e.g. --match bench-", param_hint="--match")
+    leftovers = find_leftovers(admin, minio, match.strip(), keep=settings.topic_prefix)
+    table = Table("prefix", "topics", "groups", "buckets", "")
+    for leftover in leftovers:
+        if leftover.busy:
+            outcome = f"[yellow]in use[/] by {', '.join(leftover.busy)}: left"
+        elif dry_run:
+            outcome = "would remove"
+        else:
+            remove_leftover(admin, minio, leftover)
+            outcome = "[green]removed[/]"
+        table.add_row(
+            leftover.prefix,
+            str(len(leftover.topics)),
+            str(len(leftover.groups)),
+            ", ".join(leftover.buckets) or "-",
+            outcome,
+        )
+    if leftovers:
+        console.print(table)
+    else:
+        console.print(f"nothing left under prefixes starting with {match.strip()!r}")

@@ -83,3 +83,12 @@ def read_bytes(client: Minio, bucket: str, name: str) -> bytes:
     finally:
         response.close()
         response.release_conn()
+
+
+def remove_bucket(minio: Minio, bucket: str) -> None:
+    """Delete ``bucket`` and every object in it; a missing bucket is not an error."""
+    if not minio.bucket_exists(bucket):
+        return
+    for item in minio.list_objects(bucket, recursive=True):
+        minio.remove_object(bucket, item.object_name)
+    minio.remove_bucket(bucket)

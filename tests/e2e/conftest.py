@@ -20,7 +20,7 @@ import pytest
 from commands.children import settings_env
 from commands.local_run import RunOptions, RunSummary, run_local
 from infra.log_reader import read_topic
-from infra.minio_store import build_minio, ensure_buckets
+from infra.minio_store import build_minio, ensure_buckets, remove_bucket
 from infra.settings import Settings
 from infra.topic_admin import create_topics, delete_topics
 from learner.samples import SampleBuilder
@@ -70,9 +70,7 @@ def isolated_settings(stack_settings: Settings) -> Iterator[Settings]:
     try:
         yield isolated
     finally:
-        for item in minio.list_objects(isolated.policies_bucket, recursive=True):
-            minio.remove_object(isolated.policies_bucket, item.object_name)
-        minio.remove_bucket(isolated.policies_bucket)
+        remove_bucket(minio, isolated.policies_bucket)
         delete_topics(isolated, internal=True)  # the Faust app's changelogs too
 
 

@@ -10,7 +10,7 @@ import json
 from analytics.replay import load_replay
 from commands.local_run import run_local
 from infra.log_reader import read_topic
-from infra.minio_store import build_minio, read_bytes
+from infra.minio_store import build_minio, read_bytes, remove_bucket
 from tests.e2e.conftest import image_parts, run_options, training_samples, webgym_cli
 
 
@@ -67,7 +67,4 @@ def test_a_run_with_stored_screenshots_trains_replays_and_checks(run_settings, t
         assert result.returncode == 0, result.stdout + result.stderr
         assert json.loads(out.read_text())["violations"] == []
     finally:
-        if minio.bucket_exists(settings.artifacts_bucket):
-            for item in minio.list_objects(settings.artifacts_bucket, recursive=True):
-                minio.remove_object(settings.artifacts_bucket, item.object_name)
-            minio.remove_bucket(settings.artifacts_bucket)
+        remove_bucket(minio, settings.artifacts_bucket)
