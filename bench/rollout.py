@@ -48,13 +48,14 @@ from bench.rollout_sim import SimEpisode, simulate
 from commands.children import stop_cleanly_on_sigterm
 from commands.local_run import RunOptions, run_local
 from infra.kafka_config import client_config
+from infra.leftovers import remove_prefix
 from infra.log_reader import TopicReader, read_topic
-from infra.minio_store import build_minio, remove_bucket
+from infra.minio_store import build_minio
 from infra.producer import build_producer
 from infra.provenance import provenance as provenance_now
 from infra.provenance import write_result
 from infra.settings import Settings
-from infra.topic_admin import create_topics, delete_topics
+from infra.topic_admin import build_admin, create_topics, delete_topics
 
 RESULTS = Path(__file__).parent / "results" / "rollout.json"
 PLOT = Path(__file__).parent / "results" / "rollout.png"
@@ -323,9 +324,8 @@ def run_phase(
             "_episodes": ran,
         }
     finally:
-        delete_topics(settings, internal=True)  # the Faust app's changelogs too
-        if storage != "inline":
-            remove_bucket(build_minio(settings), settings.artifacts_bucket)
+        # Its topics (the Faust app's changelogs too), its group and (stored) its screenshots.
+        remove_prefix(build_admin(settings), build_minio(settings), settings.topic_prefix)
 
 
 def ideal(

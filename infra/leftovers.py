@@ -18,6 +18,7 @@ it) is reported busy and left whole.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from confluent_kafka import ConsumerGroupState, KafkaError, KafkaException
@@ -88,6 +89,16 @@ def find_leftovers(
         for names in (leftover.topics, leftover.groups, leftover.buckets, leftover.busy):
             names.sort()
     return [found[prefix] for prefix in sorted(found)]
+
+
+def remove_prefix(admin: AdminClient, minio: Minio | None, prefix: str) -> Leftover:
+    """Everything under ``prefix`` (a run's own, at its end): its topics, buckets and idle
+    groups are deleted; a group that still has members is left, and named in the result's
+    ``busy``."""
+    found = [x for x in find_leftovers(admin, minio, prefix, keep="") if x.prefix == prefix]
+    leftover = found[0] if found else Leftover(prefix)
+    remove_leftover(admin, minio, dataclasses.replace(leftover, busy=[]))
+    return leftover
 
 
 def remove_leftover(admin: AdminClient, minio: Minio | None, leftover: Leftover) -> None:

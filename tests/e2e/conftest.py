@@ -19,10 +19,11 @@ import pytest
 
 from commands.children import settings_env
 from commands.local_run import RunOptions, RunSummary, run_local
+from infra.leftovers import remove_prefix
 from infra.log_reader import read_topic
-from infra.minio_store import build_minio, ensure_buckets, remove_bucket
+from infra.minio_store import build_minio, ensure_buckets
 from infra.settings import Settings
-from infra.topic_admin import create_topics, delete_topics
+from infra.topic_admin import build_admin, create_topics
 from learner.samples import SampleBuilder
 
 
@@ -70,8 +71,8 @@ def isolated_settings(stack_settings: Settings) -> Iterator[Settings]:
     try:
         yield isolated
     finally:
-        remove_bucket(minio, isolated.policies_bucket)
-        delete_topics(isolated, internal=True)  # the Faust app's changelogs too
+        # Its topics (the Faust app's changelogs too), idle groups and buckets.
+        remove_prefix(build_admin(isolated), minio, isolated.topic_prefix)
 
 
 @pytest.fixture

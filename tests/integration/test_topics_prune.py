@@ -14,6 +14,7 @@ from confluent_kafka.admin import NewTopic
 
 from commands.children import settings_env
 from infra.consumer import build_consumer
+from infra.leftovers import Leftover, remove_prefix
 from infra.minio_store import build_minio, put_bytes
 from infra.settings import Settings
 from infra.topic_admin import build_admin, create_topics, prefix_topics
@@ -97,3 +98,20 @@ def test_prune_removes_a_killed_runs_leftovers_and_leaves_a_live_one(stack_setti
     assert f"{live.topic_prefix}-streams" not in groups_of(admin)
     assert "nothing left under prefixes starting with" in prune(stack_settings, match)
     assert prefix_topics(stack_settings, admin) == own_before
+
+
+def test_a_run_that_ends_removes_everything_under_its_prefix(stack_settings):
+    """What a benchmark phase and the e2e fixture call at their end: topics, the Faust group
+    (idle after its workers stopped) and the prefix's buckets all go; none of another prefix."""
+    match = f"prunetest-{uuid.uuid4().hex[:8]}-"
+    ended, other = a_killed_run(stack_settings, f"{match}a"), a_killed_run(stack_settings, match)
+    joined(ended, f"{ended.topic_prefix}-streams", f"{ended.topic_prefix}.episodes").close()
+    admin, minio = build_admin(stack_settings), build_minio(stack_settings)
+    others = prefix_topics(other, admin)
+    removed = remove_prefix(admin, minio, ended.topic_prefix)
+    assert removed.groups == [f"{ended.topic_prefix}-streams"] and not removed.busy
+    assert prefix_topics(ended, admin) == [] and not minio.bucket_exists(ended.artifacts_bucket)
+    assert f"{ended.topic_prefix}-streams" not in groups_of(admin)
+    assert prefix_topics(other, admin) == others and minio.bucket_exists(other.artifacts_bucket)
+    remove_prefix(admin, minio, other.topic_prefix)
+    assert remove_prefix(admin, minio, ended.topic_prefix) == Leftover(ended.topic_prefix)
