@@ -253,12 +253,13 @@ def main(argv: list[str] | None = None) -> None:
             trained += len(batch)
         parameters = sum(p.numel() for p in trainer.model.parameters())
     server.shutdown()
+    first_heldout = miniwob.HELDOUT_SEED_BASE
     result = {
         "what": "tiny Qwen-VL policy, behaviour cloning on heuristic-teacher MiniWoB++ episodes",
         "tasks": list(PAGES),
         "train_instances": len(train_instances),
         "heldout_instances": len(heldout),
-        "heldout_seeds": f"{miniwob.HELDOUT_SEED_BASE}..{miniwob.HELDOUT_SEED_BASE + args.heldout_seeds - 1}",
+        "heldout_seeds": f"{first_heldout}..{first_heldout + args.heldout_seeds - 1}",
         "teacher_train_success": success_table(taught),
         "teacher_heldout_success": success_table(teacher_heldout),
         "samples": len(samples),

@@ -5,8 +5,8 @@ import io
 
 from PIL import Image, ImageDraw
 
-from analytics.replay import Frame
 from agents.browser.page_match import PIXEL_TOLERANCE, compare_screenshots
+from analytics.replay import Frame
 from analytics.rerun import compare_page
 from tests.samples import step_record
 
