@@ -431,14 +431,18 @@ async def bare_loop(
     }
 
 
-def scaling(base: Settings, args: argparse.Namespace) -> list[dict[str, Any]]:
+SCALING = ((1, 8), (2, 8), (4, 8), (1, 16), (1, 32))  # (browser workers, partitions)
+
+
+def scaling(base: Settings, args: argparse.Namespace, progress: Progress) -> list[dict[str, Any]]:
     """The instant-policy pipeline over browser worker processes and partition counts."""
     rows = []
-    for workers, partitions in ((1, 8), (2, 8), (4, 8), (1, 16), (1, 32)):
-        phase = run_phase(
-            base, f"scale{workers}w{partitions}p", args, 0.0,
-            browser_workers=workers, partitions=partitions,
-        )  # fmt: skip
+    for workers, partitions in SCALING:
+        with progress.phase(f"scaling: {workers} browser workers, {partitions} partitions"):
+            phase = run_phase(
+                base, f"scale{workers}w{partitions}p", args, 0.0,
+                browser_workers=workers, partitions=partitions,
+            )  # fmt: skip
         phase.pop("_episodes")
         rows.append(
             {
@@ -448,6 +452,8 @@ def scaling(base: Settings, args: argparse.Namespace) -> list[dict[str, Any]]:
                 "episodes_per_hour": phase["episodes_per_hour"],
                 "utilisation": phase["utilisation"],
                 "kafka_added_ms": phase["kafka_added_ms"]["all"],
+                "pipeline_cpu_s_per_step": phase["profile"]["pipeline_cpu_s_per_step"],
+                "log_bytes_per_step": phase["log"]["bytes_per_step"],
             }
         )
     return rows
@@ -706,8 +712,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     stop_cleanly_on_sigterm()  # a killed run deletes its phase's topics, as Ctrl-C does
     base = Settings()
     began = provenance_now()
-    growth_phases = len(args.growth_in_flight) + 2 if args.growth else 0
-    progress = Progress(args.repeat * len(seeds) * Progress.PHASES_PER_ROUND + growth_phases)
+    extra_phases = (len(args.growth_in_flight) + 2 if args.growth else 0) + (
+        len(SCALING) if args.scaling else 0
+    )
+    progress = Progress(args.repeat * len(seeds) * Progress.PHASES_PER_ROUND + extra_phases)
     rounds = []
     for _ in range(args.repeat):
         for seed in seeds:
@@ -744,7 +752,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         )
     if args.scaling:
         args.seed = seeds[0]
-        result["scaling"] = scaling(base, args)
+        progress.round = f"scaling, seed {seeds[0]}"
+        result["scaling"] = scaling(base, args, progress)
     result = write_result(args.out, result, produced_by=began)
     if args.out == RESULTS:
         plot(result)

@@ -34,6 +34,34 @@ def test_a_growth_only_run_writes_its_own_file(monkeypatch, tmp_path):
                        "rounds": []}  # fmt: skip
 
 
+def test_a_scaling_only_run_shows_each_phase_and_writes_its_own_file(monkeypatch, capsys):
+    written, ran = {}, []
+
+    def run_phase(base, label, args, median_s, browser_workers=1, partitions=None, **_):
+        ran.append((browser_workers, partitions, args.seed))
+        return {"_episodes": [], "steps_per_s": 1.0, "episodes_per_hour": 2.0,
+                "utilisation": {}, "kafka_added_ms": {"all": {}},
+                "profile": {"pipeline_cpu_s_per_step": 0.05},
+                "log": {"bytes_per_step": 9}}  # fmt: skip
+
+    def write_result(path, result, produced_by):
+        written["path"], written["rows"] = path, result["scaling"]
+        return result
+
+    monkeypatch.setattr(rollout, "run_phase", run_phase)
+    monkeypatch.setattr(rollout, "write_result", write_result)
+    rollout.main(["--repeat", "0", "--scaling", "--seeds", "7"])
+    assert ran == [(w, p, 7) for w, p in rollout.SCALING]
+    assert written["path"] == rollout.RESULTS.with_name("rollout_scaling.json")
+    assert [(r["browser_workers"], r["partitions"]) for r in written["rows"]] == list(
+        rollout.SCALING
+    )
+    assert written["rows"][0]["log_bytes_per_step"] == 9
+    err = capsys.readouterr().err
+    assert f"({len(rollout.SCALING)}/{len(rollout.SCALING)} phases" in err
+    assert "scaling: 4 browser workers, 8 partitions done" in err
+
+
 def test_browser_priority_compares_nicenesses_then_weights_and_names_a_bad_value():
     from bench.browser_priority import configurations
 
