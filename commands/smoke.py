@@ -8,6 +8,7 @@ stored in and read back from MinIO. Any mismatch raises :class:`SmokeFailure`.
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -15,15 +16,18 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 
+from confluent_kafka import KafkaException
 from playwright.sync_api import sync_playwright
 
 from infra.chromium import launch_options
 from infra.consumer import EventConsumer, build_consumer
 from infra.dead_letters import DeadLetterRouter
+from infra.leftovers import remove_groups
 from infra.minio_store import build_minio, put_bytes, read_bytes
 from infra.ports import loopback_server
 from infra.producer import EventProducer, now_ms
 from infra.settings import Settings
+from infra.topic_admin import build_admin
 from schemas.event_ids import step_event_id
 
 VIEWPORT = {"width": 1280, "height": 768}
@@ -57,6 +61,11 @@ class _PageHandler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: object) -> None:
         pass  # keep the terminal for the job's own progress
+
+
+def smoke_group(episode_id: str) -> str:
+    """The consumer group that reads the smoke observation back; removed when the check ends."""
+    return f"webgym-smoke-{episode_id}"
 
 
 @contextmanager
@@ -104,8 +113,9 @@ def run_smoke(settings: Settings, progress: Callable[[str], None] = print) -> Sm
     started = time.monotonic()
     producer.produce(topic, episode_id, "observation", record)
     producer.flush()
+    group = smoke_group(episode_id)
     consumer = EventConsumer(
-        build_consumer(settings, group_id=f"webgym-smoke-{episode_id}", client_id="webgym-smoke"),
+        build_consumer(settings, group_id=group, client_id="webgym-smoke"),
         DeadLetterRouter(settings, producer),
     )
     consumer.subscribe([topic])
@@ -120,6 +130,10 @@ def run_smoke(settings: Settings, progress: Callable[[str], None] = print) -> Sm
             raise SmokeFailure(f"the observation for {episode_id} did not come back within 60 s")
     finally:
         consumer.close()
+        # The commit was part of the check; the group has no further use, and each run's own
+        # would stay on the broker. Failing to remove it fails nothing the smoke checks.
+        with contextlib.suppress(KafkaException):
+            remove_groups(build_admin(settings), [group])
     round_trip = time.monotonic() - started
     if event.record["screenshot"] != image:
         raise SmokeFailure("the screenshot read back from Kafka differs from the one sent")

@@ -108,10 +108,16 @@ def remove_leftover(admin: AdminClient, minio: Minio | None, leftover: Leftover)
         raise ValueError(f"{leftover.prefix} is in use by {', '.join(leftover.busy)}")
     if leftover.topics:
         _settle(admin.delete_topics(leftover.topics, operation_timeout=ADMIN_TIMEOUT_S))
-    if leftover.groups:
-        _settle(admin.delete_consumer_groups(leftover.groups, request_timeout=ADMIN_TIMEOUT_S))
+    remove_groups(admin, leftover.groups)
     for bucket in leftover.buckets if minio is not None else []:
         remove_bucket(minio, bucket)
+
+
+def remove_groups(admin: AdminClient, groups: list[str]) -> None:
+    """Delete the consumer groups (and their committed offsets); one already gone is no error,
+    one with members is (KafkaException)."""
+    if groups:
+        _settle(admin.delete_consumer_groups(groups, request_timeout=ADMIN_TIMEOUT_S))
 
 
 def _settle(futures: dict) -> None:
