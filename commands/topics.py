@@ -103,11 +103,14 @@ def topics_prune(
     """Remove what killed benchmark runs left: the topics, idle consumer groups and buckets of
     every prefix that starts with --match (benchmarks run under ``bench-<hex>`` and remove their
     own when they end). A prefix whose group has members is in use and left whole."""
+    if not match.strip():
+        raise typer.BadParameter(
+            "an empty prefix would match every run's; give one, e.g. --match bench-",
+            param_hint="--match",
+        )
     settings = load_settings()
     admin = build_admin(settings)
     minio = build_minio(settings)
-    if not match.strip():
-        raise typer.BadParameter("give a prefix, e.g. --match bench-", param_hint="--match")
     leftovers = find_leftovers(admin, minio, match.strip(), keep=settings.topic_prefix)
     table = Table("prefix", "topics", "groups", "buckets", "")
     for leftover in leftovers:

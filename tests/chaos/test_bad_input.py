@@ -147,6 +147,7 @@ TABLE: list[Bad] = [
     Bad(
         ("topics", "describe", "no-such-topic"), ("no-such-topic", "does not exist", "topics list")
     ),
+    Bad(("topics", "prune", "--match", " "), ("--match", "empty prefix", "bench-"), exit_code=2),
     Bad(
         ("topics", "list"),
         ("no Kafka broker answered", "webgym up"),
