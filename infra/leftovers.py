@@ -1,4 +1,5 @@
-"""What runs under a throwaway topic prefix left on the stack when they were killed.
+"""What a run under a throwaway topic prefix leaves on the stack, and its removal: by the run
+itself when it ends (:func:`remove_prefix`), or by `webgym topics prune` after one was killed.
 
 A benchmark phase (and a test) runs under a prefix of its own, ``bench-1a2b3c4d``, and deletes
 what it made when it ends: its topics (the table's and the Faust app's changelogs), and its
