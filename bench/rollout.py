@@ -757,7 +757,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     result = write_result(args.out, result, produced_by=began)
     if args.out == RESULTS:
         plot(result)
-    print(json.dumps(result["spread"] if rounds else result.get("growth"), indent=2))
+    extras = {name: result[name] for name in ("growth", "scaling") if name in result}
+    print(json.dumps(result["spread"] if rounds else extras, indent=2))
     return result
 
 

@@ -57,7 +57,8 @@ def test_a_scaling_only_run_shows_each_phase_and_writes_its_own_file(monkeypatch
         rollout.SCALING
     )
     assert written["rows"][0]["log_bytes_per_step"] == 9
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
+    assert '"browser_workers": 4' in out  # the rows it measured, not "null"
     assert f"({len(rollout.SCALING)}/{len(rollout.SCALING)} phases" in err
     assert "scaling: 4 browser workers, 8 partitions done" in err
 
