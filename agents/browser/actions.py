@@ -99,8 +99,17 @@ async def _target(page: Page, action: dict[str, Any], viewport: dict[str, int]):
     return to_pixels(action, viewport)
 
 
-async def perform(page: Page, action: dict[str, Any], viewport: dict[str, int]) -> None:
-    """Do ``action`` (navigate and go_back are the session's: they need the URL policy)."""
+Point = tuple[float, float]
+
+
+async def perform(
+    page: Page, action: dict[str, Any], viewport: dict[str, int], pointer: Point | None = None
+) -> Point | None:
+    """Do ``action`` (navigate and go_back are the session's: they need the URL policy).
+
+    ``pointer`` is where the mouse is known to be on this document (``None``: unknown); a
+    scroll there wheels without moving first. Returns where the mouse is afterwards.
+    """
     kind = action["kind"]
     if kind in ("left_click", "double_click"):
         point = await _target(page, action, viewport)
@@ -110,16 +119,19 @@ async def perform(page: Page, action: dict[str, Any], viewport: dict[str, int]) 
             await page.mouse.click(*point)
         else:
             await page.mouse.dblclick(*point)
-    elif kind == "type":
+        return point
+    if kind == "type":
         if action.get("text") is None:
             raise ActionRefused("type needs text")
         point = await _target(page, action, viewport)
         if point is not None:
             await page.mouse.click(*point)
         await page.keyboard.type(action["text"])
-    elif kind == "key":
+        return point or pointer
+    if kind == "key":
         await page.keyboard.press(key_combo(action.get("text") or ""))
-    elif kind == "scroll":
+        return pointer
+    if kind == "scroll":
         point = await _target(page, action, viewport)
         if point is None:
             point = (viewport["width"] / 2, viewport["height"] / 2)
@@ -133,12 +145,15 @@ async def perform(page: Page, action: dict[str, Any], viewport: dict[str, int]) 
         }
         if direction not in deltas:
             raise ActionRefused(f"scroll direction '{direction}' is not up/down/left/right")
-        await page.mouse.move(*point)
+        if point != pointer:
+            await page.mouse.move(*point)
         await page.mouse.wheel(*deltas[direction])
         await page.evaluate(SCROLL_SETTLED, list(point))
-    elif kind == "wait":
+        return point
+    if kind == "wait":
         await asyncio.sleep(min(max(action.get("seconds") or 1.0, 0.0), MAX_WAIT_S))
     elif kind == "answer":
         pass  # ends the episode at the orchestrator; the browser only observes
     else:
         raise ActionRefused(f"unknown action kind '{kind}'")
+    return pointer

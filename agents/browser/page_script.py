@@ -28,10 +28,13 @@ INIT_SCRIPT = """
 })();
 """
 
-# Returns the document's identity, whether it is leaving or still loading, and its title.
+# Returns the document's identity, whether it is leaving or still loading, its title, and
+# whether it follows a page-signals convention PAGE_SIGNALS reads (so a page without one is not
+# asked again until it navigates).
 PAGE_STATE = """
 () => ({doc: window.__webgymDoc || null, nav: window.__webgymNav === true,
-        ready: document.readyState, title: document.title})
+        ready: document.readyState, title: document.title,
+        signals: typeof WOB_DONE_GLOBAL !== 'undefined'})
 """
 
 SETTLED = "() => document.readyState === 'complete' && window.__webgymNav !== true"

@@ -28,7 +28,7 @@ from playwright.async_api import (
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 
-from agents.browser.actions import ActionRefused, perform
+from agents.browser.actions import ActionRefused, Point, perform
 from agents.browser.page_script import (
     INIT_SCRIPT,
     MARKS,
@@ -108,6 +108,14 @@ class EpisodeSession:
         # the last action began: a difference means the action navigated and must settle.
         self._navigations = 0
         self._action_mark: int | None = None
+        # Whether the document PAGE_STATE last read follows a page-signals convention, and the
+        # navigation count before that read: with no navigation since and no convention, the
+        # observation skips PAGE_SIGNALS (one round trip a step on most pages).
+        self._signals = True
+        self._state_at: int | None = None
+        # Where the mouse is on this document, and the navigation count it was put there at.
+        self._pointer: Point | None = None
+        self._pointer_at: int | None = None
         self._action_timeout_ms = 10_000
         self._resolved: dict[str, str | None] = {}  # host name -> refusal (None: public)
         self._breach: str | None = None  # a refused redirect hop that was not stopped in time
@@ -208,7 +216,12 @@ class EpisodeSession:
                     return "go_back: there is no previous page"
                 return self._take_notes()
             self._action_mark, self._action_timeout_ms = self._navigations, timeout_ms
-            await asyncio.wait_for(perform(self.page, action, self.viewport), timeout_ms / 1000)
+            pointer = self._pointer if self._pointer_at == self._navigations else None
+            self._pointer = None  # unknown until the action completes
+            self._pointer = await asyncio.wait_for(
+                perform(self.page, action, self.viewport, pointer), timeout_ms / 1000
+            )
+            self._pointer_at = self._action_mark
         except ActionRefused as exc:
             return str(exc)
         except (TimeoutError, PlaywrightTimeout) as exc:
@@ -231,6 +244,8 @@ class EpisodeSession:
         reported only after the observation began (a late redirect, a script's location change)
         tears the document down under it: then the new page is settled and observed instead, up
         to ``OBSERVE_ATTEMPTS`` times in all; any other browser error fails the episode.
+        The page's signals (``PAGE_SIGNALS``) are read unless the document was last seen to
+        follow no signals convention and has not navigated since (then they are empty).
         """
         timings: dict[str, float] = {}
         for attempt in range(OBSERVE_ATTEMPTS):
@@ -277,7 +292,9 @@ class EpisodeSession:
         self._action_mark = None
         marks = self._marks
         title = self._title if self._title is not None else await self.page.title()
-        signals = await self.page.evaluate(PAGE_SIGNALS)
+        signals = {}
+        if self._signals or self._state_at != self._navigations:
+            signals = await self.page.evaluate(PAGE_SIGNALS)
         return image, marks, title, signals
 
     async def _capture(
@@ -367,8 +384,10 @@ class EpisodeSession:
 
     async def _read_state(self) -> dict[str, Any]:
         self._title = None
+        at = self._navigations  # a navigation reported during the read makes the read stale
         state = await self.page.evaluate(PAGE_STATE)
         self._doc, self._title = state["doc"], state["title"]
+        self._signals, self._state_at = state.get("signals", True), at
         return state
 
     # -- events -------------------------------------------------------------------------------
