@@ -29,7 +29,6 @@ import asyncio
 import contextlib
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -128,38 +127,33 @@ def run_variant(variant: str, checkout: Path, args: argparse.Namespace) -> dict[
     return json.loads(lines[-1].removeprefix(MARK))
 
 
+FIGURES = (
+    "steps_per_s",
+    "chromium_cpu_s_per_step",
+    "driver_cpu_s_per_step",
+    "python_cpu_s_per_step",
+)
+
+
 def summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per variant, each figure's median over the rounds with its least and greatest values;
-    for the session variants also ``of_bare``, their steps/s over the same round's bare loop."""
-    figures = (
-        "steps_per_s",
-        "chromium_cpu_s_per_step",
-        "driver_cpu_s_per_step",
-        "python_cpu_s_per_step",
-    )
+    """Per variant, each figure's median over the rounds with its least and greatest values
+    (:func:`bench.rollout.spread`); for the session variants also ``of_bare``, their steps/s
+    over the same round's bare loop."""
+    from bench.rollout import spread  # here, not above: a child imports the other checkout's
+
     out: dict[str, Any] = {}
     for variant in VARIANTS:
-        ran = [r[variant] for r in rounds if variant in r]
-        if not ran:
-            continue
-        values: dict[str, list[float]] = {
-            name: [v[name] for v in ran if v.get(name) is not None] for name in figures
-        }
-        if variant != "bare":
-            values["of_bare"] = [
-                round(r[variant]["steps_per_s"] / r["bare"]["steps_per_s"], 3)
-                for r in rounds
-                if variant in r and "bare" in r
-            ]
-        out[variant] = {
-            name: {
-                "median": round(statistics.median(v), 4),
-                "min": min(v),
-                "max": max(v),
+        ran = [
+            {
+                **r[variant],
+                "of_bare": round(r[variant]["steps_per_s"] / r["bare"]["steps_per_s"], 3),
             }
-            for name, v in values.items()
-            if v
-        }
+            for r in rounds
+            if variant in r
+        ]
+        names = FIGURES if variant == "bare" else (*FIGURES, "of_bare")
+        if ran:
+            out[variant] = spread(ran, tuple((name,) for name in names))
     return out
 
 

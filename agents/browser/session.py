@@ -387,7 +387,7 @@ class EpisodeSession:
         at = self._navigations  # a navigation reported during the read makes the read stale
         state = await self.page.evaluate(PAGE_STATE)
         self._doc, self._title = state["doc"], state["title"]
-        self._signals, self._state_at = state.get("signals", True), at
+        self._signals, self._state_at = state["signals"], at
         return state
 
     # -- events -------------------------------------------------------------------------------

@@ -32,10 +32,25 @@ def test_summary_gives_medians_spread_and_each_round_over_its_own_bare_loop():
         {"bare": figures(6.0), "session": figures(6.0), "session_against": figures(6.0)},
     ]
     out = session_loop.summary(rounds)
-    assert out["bare"]["steps_per_s"] == {"median": 8.0, "min": 6.0, "max": 10.0}
+    assert out["bare"]["steps_per_s"] == {
+        "median": 8.0,
+        "min": 6.0,
+        "max": 10.0,
+        "rounds": [8.0, 10.0, 6.0],
+    }
     assert "of_bare" not in out["bare"]
-    assert out["session"]["of_bare"] == {"median": 0.9, "min": 0.75, "max": 1.0}
-    assert out["session_against"]["of_bare"] == {"median": 0.5, "min": 0.5, "max": 1.0}
+    assert out["session"]["of_bare"] == {
+        "median": 0.9,
+        "min": 0.75,
+        "max": 1.0,
+        "rounds": [0.75, 0.9, 1.0],
+    }
+    assert out["session_against"]["of_bare"] == {
+        "median": 0.5,
+        "min": 0.5,
+        "max": 1.0,
+        "rounds": [0.5, 0.5, 1.0],
+    }
     # A figure a round did not measure is left out, not counted as zero.
     assert out["session_against"]["driver_cpu_s_per_step"]["median"] == 0.005
 
