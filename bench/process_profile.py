@@ -209,21 +209,33 @@ class ProfileAccount:
 class Roles:
     """The role of each process (:func:`role_of`), read from its command line when first seen
     and kept by pid and start time; ``None`` for a process outside the run that is not the
-    stack's broker or MinIO. A process seen as a shell is read again at each sample until it is
-    something else: it may have exec'd since (Debian's ``chromium`` is a script until it execs
-    the browser)."""
+    stack's broker or MinIO.
+
+    A process may not be what it will be yet, so two kinds are read again at each sample until
+    they are something else: one seen as a shell (Debian's ``chromium`` is a script until it
+    execs the browser), and one whose command line is its parent's (a fork that has not exec'd
+    yet: Playwright's driver spawns Chromium so, and a sample in between would otherwise count
+    the browser as the driver for the whole window)."""
 
     def __init__(self, root: int, profiler: int, read_argv=command_line):
         self._root, self._profiler, self._read_argv = root, profiler, read_argv
         self._roles: dict[tuple[int, int], str | None] = {}
+        self._unsettled: set[tuple[int, int]] = set()
 
     def of(self, stat: ProcStat, run: set[int]) -> str | None:
         key = (stat.pid, stat.start_ticks)
-        if key not in self._roles or (self._roles[key] or "").startswith("other sh"):
-            role = role_of(self._read_argv(stat.pid), stat.pid, self._root, self._profiler)
+        if key not in self._roles or key in self._unsettled:
+            argv = self._read_argv(stat.pid)
+            role = role_of(argv, stat.pid, self._root, self._profiler)
             if stat.pid not in run and role not in ("kafka broker", "minio"):
                 role = None
             self._roles[key] = role
+            if role is not None and (
+                role.startswith("other sh") or argv == self._read_argv(stat.ppid)
+            ):
+                self._unsettled.add(key)
+            else:
+                self._unsettled.discard(key)
         return self._roles[key]
 
 

@@ -100,6 +100,8 @@ def test_a_shell_is_asked_again_what_it_is_and_other_processes_once():
     reads = []
 
     def read(pid):
+        if pid == 1:  # the parent of both: the bench
+            return ["python", "-m", "bench.rollout"]
         reads.append(pid)
         return argvs[pid].pop(0)
 
@@ -116,6 +118,32 @@ def test_a_shell_is_asked_again_what_it_is_and_other_processes_once():
     assert reads == [5, 6, 5]
     argvs[9] = [["/usr/bin/python3", "elsewhere.py"]]  # not below the bench: not the run's
     assert roles.of(_stat(9, 0.1, 2), run) is None
+
+
+def test_a_fork_not_yet_exec_d_is_asked_again_until_it_is_what_it_became():
+    # Playwright's driver (pid 10) spawns Chromium (pid 11): between the fork and the exec, the
+    # child's command line is the driver's. Sampled then, it must not stay the driver.
+    driver = ["/venv/driver/node", "/venv/cli.js", "run-driver"]
+    bench = ["python", "-m", "bench.rollout"]  # pid 1, the driver's parent
+    argvs = {11: [driver, ["/usr/lib/chromium/chromium", "--headless"]]}
+    reads = []
+
+    def read(pid):
+        reads.append(pid)
+        return {1: bench, 10: driver}.get(pid) or argvs[pid].pop(0)
+
+    roles = Roles(root=1, profiler=2, read_argv=read)
+    run = {1, 10, 11}
+    child = ProcStat(11, 10, "S", 0.0, 0.0, 5, 0)
+    assert roles.of(_stat(10, 0.1, 1), run) == "playwright driver"
+    assert roles.of(child, run) == "playwright driver"  # the fork, as the driver still
+    assert roles.of(child, run) == "chromium browser"  # exec'd since: read again
+    reads.clear()
+    assert [roles.of(child, run), roles.of(_stat(10, 0.2, 1), run)] == [
+        "chromium browser",
+        "playwright driver",
+    ]
+    assert reads == []  # settled: neither is read again
 
 
 def test_the_profiler_and_the_bench_helpers_are_not_the_pipeline_s_cost():
