@@ -39,7 +39,6 @@ class At:
         return f"{self.topic}[{self.partition}]@{self.offset}"
 
 
-
 @dataclass(frozen=True)
 class Violation:
     invariant: str  # a key of INVARIANTS
@@ -65,7 +64,6 @@ class Violation:
         }
 
 
-
 @dataclass(frozen=True)
 class Copy:
     """One record as read: where, its event id and ``ts``, a digest of the rest, what is kept."""
@@ -76,7 +74,6 @@ class Copy:
     content: str  # digest of every field but event_id and ts
     record: dict[str, Any]
     headers: tuple[tuple[str, bytes | None], ...] = ()
-
 
 
 @dataclass
@@ -185,7 +182,6 @@ class Episode:
         counts["scored"] = self.first("trajectories.scored") is not None
         counts["successes"] = self.first("trajectories.success") is not None
         return counts
-
 
 
 def record_copy(

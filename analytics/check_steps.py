@@ -189,4 +189,3 @@ def check_after_end(episode: Episode) -> list[Violation]:
             )
             out.append(Violation("after-end", name, message, copy.at))
     return out
-

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the test tiers one after another (unit, integration, e2e, chaos), printing each tier's
 # wall time, then a summary; exits non-zero if any tier failed. Extra arguments go to pytest.
-# The unit tier starts with `lint-imports` (the layer contracts in pyproject.toml): a broken
-# contract fails the tier.
+# The unit tier starts with `lint-imports` (the layer contracts in pyproject.toml) and ruff (its
+# lint rules and formatting, in pyproject.toml): a broken contract, a lint finding or an
+# unformatted file fails the tier.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 status=0
@@ -11,7 +12,7 @@ for tier in unit integration e2e chaos; do
   started=$(date +%s)
   lint_rc=0
   if [ "$tier" = unit ]; then
-    .venv/bin/lint-imports
+    .venv/bin/lint-imports && .venv/bin/ruff check . && .venv/bin/ruff format --check .
     lint_rc=$?
   fi
   parallel=()

@@ -122,7 +122,8 @@ def test_the_openai_backend_names_the_version_of_the_adapter_it_asked_for(tmp_pa
     assert (event["temperature"], event["top_p"]) == (0.0, 1.0)  # greedy by default
 
 
-def test_the_vllm_backend_names_its_version(fake_vllm, tmp_path):
+@pytest.mark.usefixtures("fake_vllm")
+def test_the_vllm_backend_names_its_version(tmp_path):
     worker = _worker(backend_factory(BackendOptions("vllm", model="base")), "vllm")
     assert _ask(worker, "run-000001")["policy_version"] == 0
     worker._install(_fetched(tmp_path, 5, adapter=True), 5)

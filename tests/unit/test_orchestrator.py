@@ -594,8 +594,11 @@ def test_an_unmarked_episode_is_a_train_episode_and_so_is_one_opened_before_mark
     old = {k: v for k, v in navigating().items() if k not in EVAL_MARKS}  # a v1-era table row
     t = on_observation(old, observation(0), 0, 10, T0 + 1000)
     assert only(t).record["purpose"] == "train"
-    t = on_episode_event(t.state, {**started(), "event_id": f"{EP}:abort", "kind": "aborted",
-                                   "reason": "operator"}, T0 + 1200)
+    t = on_episode_event(
+        t.state,
+        {**started(), "event_id": f"{EP}:abort", "kind": "aborted", "reason": "operator"},
+        T0 + 1200,
+    )
     trajectory = next(o.record for o in encoded(t) if o.topic == "trajectories")
     assert (trajectory["purpose"], trajectory["phase"]) == ("train", None)
 

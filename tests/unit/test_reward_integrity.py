@@ -108,9 +108,7 @@ def test_an_answer_may_mention_the_item_it_is_about(task_sets, catalogues):
     assert in_stock > 10
 
 
-def test_naming_another_value_of_the_asked_kind_of_the_same_item_scores_zero(
-    task_sets, catalogues
-):
+def test_naming_another_value_of_the_asked_kind_of_the_same_item_scores_zero(task_sets, catalogues):
     """Asked a recipe's total time, "135 minutes, 110 minutes of them cooking" names two total
     times of the site when another recipe takes 110 minutes in all."""
     checked = 0

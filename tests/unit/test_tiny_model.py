@@ -156,7 +156,7 @@ def test_tokenizer_reads_the_prompt_and_the_pages_in_few_tokens(checkpoint: Path
     marks = [{"id": str(i), "role": "button", "name": n} for i, n in enumerate(["ok", "no", "x"])]
     context = build_context(
         'MiniWoB++ click-button: do what the instruction says.\nThe page says: Click on the "no"'
-        ' button.',
+        " button.",
         [],
         Current(step=1, observation_event_id="o", title="", url="http://miniwob.webgym.test/"),
         mode="set_of_marks",

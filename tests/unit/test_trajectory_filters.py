@@ -36,9 +36,7 @@ def page(url: str, screen: str, title: str = "A page") -> dict[str, Any]:
     return {"url": url, "title": title, "screenshot": f"jpeg {screen}".encode()}
 
 
-def play(
-    task: dict, pages: list[dict], replies: list[dict | None], **marks: Any
-) -> dict[str, Any]:
+def play(task: dict, pages: list[dict], replies: list[dict | None], **marks: Any) -> dict[str, Any]:
     """One episode through the orchestrator; its trajectory.
 
     ``pages[0]`` is shown after navigating, the next page after every action that runs;
@@ -355,4 +353,3 @@ def test_a_trajectory_step_carries_its_backend_error_and_old_ones_read_it_from_t
     ).record["steps"][0]
     assert old["backend_error"] is None  # the field did not exist: the prefix still says it
     assert (parse_error(old), backend_error(old)) == (None, "no answer within 1 s")
-
