@@ -9,12 +9,13 @@ window), and a role's memory is the peak, over the samples, of its processes' su
 size (``rss_mb``: shared pages count once per process, so it overstates a role of many processes
 such as Chromium's renderers) and of their summed proportional set size (``pss_mb``: each shared
 page split among its sharers, so the roles add up to what the run holds; read from
-``smaps_rollup`` only at the samples where a role's resident size reaches a new peak, every
-``PSS_EVERY`` samples and at the last, since the kernel walks each process's page tables for
-it). The whole machine's busy CPU time over the same window gives
-``coverage``: the share of the machine's CPU the profile accounts for (the rest is the kernel,
-other programs, and CPU a process used after its last sample before it exited, at most
-``interval_s`` each).
+``smaps_rollup``, which makes the kernel walk each process's page tables: about 0.1 s of CPU
+for 30 Chromium pages. :class:`PssSchedule` reads it at the first and last samples, and between
+them at a role's new resident peak or every ``PSS_EVERY`` samples, but only while its reads so
+far took at most ``PSS_SHARE`` of one core over the window). The whole machine's busy CPU
+time over the same window gives ``coverage``: the share of the machine's CPU the profile
+accounts for (the rest is the kernel, other programs, and CPU a process used after its last
+sample before it exited, at most ``interval_s`` each).
 
 Guarantees: sampling never raises for a process that exits meanwhile; the profiler's own CPU is
 reported under ``profiler`` and left out of ``pipeline_cpu_s_per_step``, as are Chromium and the
@@ -43,6 +44,10 @@ from infra.processes import (
 
 INTERVAL_S = 0.5
 PSS_EVERY = 10  # samples: proportional set sizes every 5 s, and at the last sample
+# Of one core, at most, on average over a window: what reading proportional set sizes may take.
+# Read at every new resident peak (nearly every sample while pages load) they took 0.2 of a
+# core on this 2-core machine, from the run they measured.
+PSS_SHARE = 0.02
 CHROMIUM_TYPES = {
     "renderer": "renderer",
     "gpu-process": "gpu",
@@ -206,6 +211,44 @@ class ProfileAccount:
         }
 
 
+@dataclass
+class PssSchedule:
+    """When the sampler reads proportional set sizes.
+
+    Guarantee: at the first sample and at the last; between them at a sample that takes some
+    role's resident size to a new peak, or when ``every`` samples have passed without a read,
+    but never while the reads so far have taken more than ``share`` of one core's time since
+    the first sample (CPU seconds of the sampler, as :meth:`took` is told). So the profile's
+    cost stays bounded however often the resident peaks move, and a read that is due waits
+    until the budget allows it.
+    """
+
+    share: float = PSS_SHARE
+    every: int = PSS_EVERY
+    started: float | None = None
+    spent_s: float = 0.0
+    unread: int = 0  # samples since the last read
+
+    def due(self, at: float, new_peak: bool, last: bool) -> bool:
+        """Whether the sample at time ``at`` (seconds) reads proportional set sizes."""
+        if self.started is None:
+            self.started = at
+            return True
+        if last:
+            return True
+        if self.spent_s > self.share * (at - self.started):
+            return False
+        return new_peak or self.unread + 1 >= self.every
+
+    def took(self, read: bool, cpu_s: float = 0.0) -> None:
+        """Record one sample: whether it read them, and the CPU seconds the read took."""
+        if read:
+            self.spent_s += cpu_s
+            self.unread = 0
+        else:
+            self.unread += 1
+
+
 class Roles:
     """The role of each process (:func:`role_of`), read from its command line when first seen
     and kept by pid and start time; ``None`` for a process outside the run that is not the
@@ -244,6 +287,7 @@ def _sample(root: int, interval_s: float, stop: Any, ready: Any, results: Any) -
     me = os.getpid()
     roles = Roles(root, me)
     account = ProfileAccount()
+    schedule = PssSchedule()
     ready.set()
     stopping = False
     while True:  # after the stop, one last sample
@@ -255,8 +299,13 @@ def _sample(root: int, interval_s: float, stop: Any, ready: Any, results: Any) -
             role = roles.of(stat, run)
             if role is not None:
                 sampled.append((role, stat))
-        with_pss = stopping or account.samples % PSS_EVERY == 0 or account.new_peak(sampled)
-        pss = {stat.pid: pss_mb(stat.pid) for _, stat in sampled} if with_pss else None
+        pss = None
+        if schedule.due(began, account.new_peak(sampled), stopping):
+            cpu_before = time.process_time()
+            pss = {stat.pid: pss_mb(stat.pid) for _, stat in sampled}
+            schedule.took(True, time.process_time() - cpu_before)
+        else:
+            schedule.took(False)
         account.add(began, machine_busy_s(), sampled, pss)
         if stopping:
             break

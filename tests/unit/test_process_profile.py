@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from bench.process_profile import ProfileAccount, Roles, role_of
+from bench.process_profile import ProfileAccount, PssSchedule, Roles, role_of
 from bench.rollout import median_tree, spread
 from bench.rollout_growth import memory_per_episode
 from infra.processes import CLOCK_TICKS, PAGE_BYTES, ProcStat, descendants, parse_stat, read_stat
@@ -212,3 +212,24 @@ def test_growth_charges_each_episode_the_slope_of_both_memories():
         "browser": 40.0, "browser_rss": 300.0, "workers": 1.0, "workers_rss": 1.0
     }  # fmt: skip
     assert memory_per_episode(rows[:1])["browser"] is None  # one point: no slope
+
+
+def test_proportional_sizes_are_read_at_new_peaks_within_a_cpu_budget():
+    schedule = PssSchedule(share=0.25, every=10)
+    reads = []
+    for sample in range(20):  # every second a new resident peak, as while pages load
+        read = schedule.due(float(sample), new_peak=True, last=sample == 19)
+        schedule.took(read, 1.0 if read else 0.0)  # 1 s of CPU a read
+        reads.append(sample) if read else None
+    # The first; then each time a quarter of the time since the start covers 1 s more; the last.
+    assert reads == [0, 4, 8, 12, 16, 19]
+
+
+def test_without_new_peaks_they_are_read_every_few_samples_when_cheap():
+    schedule = PssSchedule(share=0.02, every=4)
+    reads = []
+    for sample in range(9):
+        read = schedule.due(sample * 0.5, new_peak=sample == 2, last=False)
+        schedule.took(read, 0.001 if read else 0.0)
+        reads.append(sample) if read else None
+    assert reads == [0, 2, 6]  # the first; a new peak; then 4 samples after the last read
