@@ -78,7 +78,10 @@ def role_of(argv: list[str], pid: int, root: int, profiler: int) -> str | None:
         return "kafka broker"
     if program == "minio" and "server" in argv:
         return "minio"
-    if "chrom" in program or program == "headless_shell":
+    # Chromium starts its helpers by exec'ing /proc/self/exe with their --type (and renames
+    # them after); read at that moment, they are Chromium's all the same.
+    helper = argv[0] == "/proc/self/exe" and any(a.startswith("--type=") for a in argv)
+    if "chrom" in program or program == "headless_shell" or helper:
         kind = next((a.split("=", 1)[1] for a in argv if a.startswith("--type=")), None)
         return f"chromium {CHROMIUM_TYPES.get(kind, kind or 'browser')}"
     if program == "node" and "run-driver" in argv:

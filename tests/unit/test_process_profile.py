@@ -30,6 +30,8 @@ ROOT, PROFILER = 100, 101
          "chromium utility"),
         (["/usr/lib/chromium/chromium", "--type=zygote"], 7, "chromium zygote"),
         (["/usr/lib/chromium/chromium --type=renderer --lang=en-US"], 7, "chromium renderer"),
+        (["/proc/self/exe", "--type=utility", "--utility-sub-type=x"], 7, "chromium utility"),
+        (["/proc/self/exe", "--version"], 7, "other exe"),
         (["/usr/lib/chromium/chromium", "--headless", "--remote-debugging-pipe"], 7,
          "chromium browser"),
         (["/venv/lib/playwright/driver/node", "/venv/cli.js", "run-driver"], 7,
