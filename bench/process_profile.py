@@ -29,7 +29,9 @@ import multiprocessing
 import os
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import PurePath
 from typing import Any
 
@@ -232,19 +234,21 @@ class PssSchedule:
     spent_s: float = 0.0
     unread: int = 0  # samples since the last read
 
-    def due(self, at: float, new_peak: bool, last: bool) -> bool:
-        """Whether the sample at time ``at`` (seconds) reads proportional set sizes."""
-        if self.started is None:
-            self.started = at
-            return True
-        if last:
+    def due(self, at: float, new_peak: Callable[[], bool], last: bool) -> bool:
+        """Whether the sample at time ``at`` (seconds) reads proportional set sizes. A query:
+        ``new_peak`` is asked only when the budget allows a read, and nothing is recorded
+        until :meth:`took`."""
+        if self.started is None or last:
             return True
         if self.spent_s > self.share * (at - self.started):
             return False
-        return new_peak or self.unread + 1 >= self.every
+        return self.unread + 1 >= self.every or new_peak()
 
-    def took(self, read: bool, cpu_s: float = 0.0) -> None:
-        """Record one sample: whether it read them, and the CPU seconds the read took."""
+    def took(self, at: float, read: bool, cpu_s: float = 0.0) -> None:
+        """Record the sample at time ``at``: whether it read them, and the CPU seconds the
+        read took. The first sample recorded starts the budget's clock."""
+        if self.started is None:
+            self.started = at
         if read:
             self.spent_s += cpu_s
             self.unread = 0
@@ -303,12 +307,12 @@ def _sample(root: int, interval_s: float, stop: Any, ready: Any, results: Any) -
             if role is not None:
                 sampled.append((role, stat))
         pss = None
-        if schedule.due(began, account.new_peak(sampled), stopping):
+        if schedule.due(began, partial(account.new_peak, sampled), stopping):
             cpu_before = time.process_time()
             pss = {stat.pid: pss_mb(stat.pid) for _, stat in sampled}
-            schedule.took(True, time.process_time() - cpu_before)
+            schedule.took(began, True, time.process_time() - cpu_before)
         else:
-            schedule.took(False)
+            schedule.took(began, False)
         account.add(began, machine_busy_s(), sampled, pss)
         if stopping:
             break

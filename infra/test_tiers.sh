@@ -3,7 +3,8 @@
 # wall time, then a summary; exits non-zero if any tier failed. Extra arguments go to pytest.
 # The unit tier starts with `lint-imports` (the layer contracts in pyproject.toml) and ruff (its
 # lint rules and formatting, in pyproject.toml): a broken contract, a lint finding or an
-# unformatted file fails the tier.
+# unformatted file fails the tier. All three run even when one fails, so one run reports every
+# finding.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 status=0
@@ -12,8 +13,10 @@ for tier in unit integration e2e chaos; do
   started=$(date +%s)
   lint_rc=0
   if [ "$tier" = unit ]; then
-    .venv/bin/lint-imports && .venv/bin/ruff check . && .venv/bin/ruff format --check .
-    lint_rc=$?
+    for check in "lint-imports" "ruff check ." "ruff format --check ."; do
+      # shellcheck disable=SC2086  # the check's words are its command and arguments
+      .venv/bin/$check || lint_rc=1
+    done
   fi
   parallel=()
   [ "$tier" = unit ] && parallel=(-n auto)  # unit tests share nothing; the others share the stack

@@ -220,8 +220,8 @@ def test_proportional_sizes_are_read_at_new_peaks_within_a_cpu_budget():
     schedule = PssSchedule(share=0.25, every=10)
     reads = []
     for sample in range(20):  # every second a new resident peak, as while pages load
-        read = schedule.due(float(sample), new_peak=True, last=sample == 19)
-        schedule.took(read, 1.0 if read else 0.0)  # 1 s of CPU a read
+        read = schedule.due(float(sample), new_peak=lambda: True, last=sample == 19)
+        schedule.took(float(sample), read, 1.0 if read else 0.0)  # 1 s of CPU a read
         reads.append(sample) if read else None
     # The first; then each time a quarter of the time since the start covers 1 s more; the last.
     assert reads == [0, 4, 8, 12, 16, 19]
@@ -231,7 +231,24 @@ def test_without_new_peaks_they_are_read_every_few_samples_when_cheap():
     schedule = PssSchedule(share=0.02, every=4)
     reads = []
     for sample in range(9):
-        read = schedule.due(sample * 0.5, new_peak=sample == 2, last=False)
-        schedule.took(read, 0.001 if read else 0.0)
+        read = schedule.due(sample * 0.5, new_peak=lambda s=sample: s == 2, last=False)
+        schedule.took(sample * 0.5, read, 0.001 if read else 0.0)
         reads.append(sample) if read else None
     assert reads == [0, 2, 6]  # the first; a new peak; then 4 samples after the last read
+
+
+def test_the_schedule_is_a_query_and_asks_for_peaks_only_within_the_budget():
+    schedule = PssSchedule(share=0.1, every=100)
+    asked = []
+
+    def peak() -> bool:
+        asked.append(True)
+        return False
+
+    assert schedule.due(5.0, peak, last=False)  # the first sample reads
+    assert schedule.due(5.0, peak, last=False)  # and asking again changes nothing
+    assert schedule.started is None and not asked
+    schedule.took(5.0, True, 2.0)  # 2 s of CPU: over 10% of a core until t = 25
+    assert not schedule.due(6.0, peak, last=False) and not asked
+    assert schedule.due(6.0, peak, last=True)  # the last sample reads regardless
+    assert not schedule.due(30.0, peak, last=False) and asked == [True]
