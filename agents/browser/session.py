@@ -46,6 +46,10 @@ from tasks.page_setup import SetupSpecError, parse_setup
 
 SCREENSHOT_TIMEOUT_MS = 15_000
 SCREENSHOT_ATTEMPTS = 3
+# A capture that times out on a page whose renderer still runs script (seen once in CI, under
+# load, after a click's navigation) is taken again, once; a renderer that does not answer this
+# probe in time is hung, and the episode fails.
+PROBE_TIMEOUT_S = 2.0
 # A navigation the browser reports only after the observation began (a late redirect, a script's
 # location change) tears the page's document down under it: observe the new page, this often.
 OBSERVE_ATTEMPTS = 3
@@ -74,6 +78,16 @@ def _navigated_away(error: BaseException) -> bool:
     """Did the page's document go away under a call (a navigation), not the page itself?"""
     text = str(error)
     return "Execution context was destroyed" in text or "because of a navigation" in text
+
+
+def _last_step(error: BaseException) -> str:
+    """The last step of Playwright's call log in ``error`` (where a timed-out call waited), as
+    `` (at: …)``; empty if it has none."""
+    lines = str(error).strip().splitlines()
+    if "Call log:" not in [line.strip() for line in lines]:
+        return ""
+    step = lines[-1].strip().lstrip("- ").strip()
+    return f" (at: {step[:120]})" if step and step != "Call log:" else ""
 
 
 def _short(error: BaseException) -> str:
@@ -259,7 +273,9 @@ class EpisodeSession:
             except PlaywrightTimeout as exc:
                 # A renderer that hangs (chrome://hang, a script in an endless loop) stops here.
                 self._raise_if_gone(exc)
-                raise EpisodeFailure(f"page stopped answering: {_short(exc)}") from exc
+                raise EpisodeFailure(
+                    f"page stopped answering: {_short(exc)}{_last_step(exc)}"
+                ) from exc
             except PlaywrightError as exc:
                 self._raise_if_gone(exc)
                 if not _navigated_away(exc) or attempt + 1 == OBSERVE_ATTEMPTS:
@@ -310,10 +326,16 @@ class EpisodeSession:
         options: dict[str, Any] = {"type": screenshot_format, "timeout": SCREENSHOT_TIMEOUT_MS}
         if screenshot_format == "jpeg":
             options["quality"] = self.jpeg_quality
+        stalled = False
         for attempt in range(SCREENSHOT_ATTEMPTS):
             try:
                 image = await self.page.screenshot(**options)
                 break
+            except PlaywrightTimeout:
+                if stalled or attempt + 1 == SCREENSHOT_ATTEMPTS or not await self._answers():
+                    raise
+                stalled = True
+                timings["screenshot_stalled"] = (time.perf_counter() - started) * 1000
             except PlaywrightError as exc:
                 # Chromium refuses a capture now and then under load; retry only that error.
                 if (
@@ -326,6 +348,14 @@ class EpisodeSession:
         if set_of_marks:
             await self.page.evaluate(REMOVE_OVERLAY)
         return image
+
+    async def _answers(self) -> bool:
+        """Does the page's renderer still run script (within ``PROBE_TIMEOUT_S``)?"""
+        try:
+            await asyncio.wait_for(self.page.evaluate("1"), PROBE_TIMEOUT_S)
+        except (TimeoutError, PlaywrightError):
+            return False
+        return True
 
     async def close(self) -> None:
         if self.closed:

@@ -2,7 +2,9 @@
 browser reported only after the observation began): it observes the new page instead of failing
 the episode, a bounded number of times; any other browser error still fails the episode. And the
 round trips a step saves: no signals read from a document without a convention, no mouse move
-before a scroll where the mouse already is; both forgotten on a navigation."""
+before a scroll where the mouse already is; both forgotten on a navigation. And a capture that
+times out: taken again once if the renderer still runs script, else the episode fails, saying
+where Playwright waited."""
 
 from __future__ import annotations
 
@@ -10,12 +12,17 @@ import asyncio
 
 import pytest
 from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import TimeoutError as PlaywrightTimeout
 
 from agents.browser.actions import SCROLL_SETTLED
 from agents.browser.page_script import PAGE_SIGNALS, PAGE_STATE
 from agents.browser.session import OBSERVE_ATTEMPTS, EpisodeFailure, EpisodeSession
 from agents.browser.url_policy import UrlPolicy
 
+STALLED = (
+    "Page.screenshot: Timeout 15000ms exceeded.\nCall log:\n"
+    "  - taking page screenshot\n  - waiting for fonts to load...\n  - fonts loaded\n"
+)
 DESTROYED = "Page.evaluate: Execution context was destroyed, most likely because of a navigation"
 
 
@@ -57,6 +64,9 @@ class FakePage:
         self.main_frame = object()
         self.mouse = FakeMouse()
         self.screenshots = 0
+        self.stalls = 0  # this many captures time out first
+        self.hung = False  # the renderer runs no script: the probe never answers
+        self.probes = 0
         self.settles = 0
         self.signal_reads = 0
 
@@ -71,6 +81,9 @@ class FakePage:
 
     async def screenshot(self, **options) -> bytes:
         self.screenshots += 1
+        if self.stalls:
+            self.stalls -= 1
+            raise PlaywrightTimeout(STALLED)
         return f"jpeg {self.screenshots}".encode()
 
     async def title(self) -> str:
@@ -80,6 +93,11 @@ class FakePage:
         self.settles += 1
 
     async def evaluate(self, script, *args):
+        if script == "1":
+            self.probes += 1
+            if self.hung:
+                await asyncio.sleep(3600)
+            return 1
         if script == PAGE_STATE:
             return {
                 "nav": False,
@@ -192,3 +210,25 @@ def test_scrolls_move_the_mouse_once_and_again_after_a_navigation_or_a_failure()
         assert [c[0] for c in page.mouse.calls[5:]] == ["move", "wheel"]
 
     asyncio.run(run())
+
+
+def test_a_capture_that_stalls_on_a_live_page_is_taken_again_once():
+    page = FakePage(wob=False)
+    page.stalls = 1
+    snapshot = observe(page)
+    assert (page.screenshots, page.probes) == (2, 1) and snapshot.screenshot == b"jpeg 2"
+    assert snapshot.timings_ms["screenshot_stalled"] >= 0
+    page = FakePage(wob=False)
+    page.stalls = 2  # stalls again: the page is not answering in a way a retry mends
+    with pytest.raises(EpisodeFailure, match=r"page stopped answering: .*\(at: fonts loaded\)"):
+        observe(page)
+    assert (page.screenshots, page.probes) == (2, 1)
+
+
+def test_a_capture_that_stalls_on_a_hung_renderer_fails_after_the_probe(monkeypatch):
+    monkeypatch.setattr("agents.browser.session.PROBE_TIMEOUT_S", 0.05)
+    page = FakePage(wob=False)
+    page.stalls, page.hung = 1, True
+    with pytest.raises(EpisodeFailure, match="page stopped answering: Page.screenshot: Timeout"):
+        observe(page)
+    assert (page.screenshots, page.probes) == (1, 1)
