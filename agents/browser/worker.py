@@ -412,6 +412,18 @@ class BrowserWorker:
             if held is None:  # nothing to serve: answered already, or over on the browser side
                 self._finished(operation.tp, operation.offset)
                 return
+        if held is not None and operation.kind == "navigate" and held.step > 0:
+            # A navigate op redelivered after a kill can arrive after the episode's next act op
+            # (the two topics are fetched in no order between them): that act op rebuilt the
+            # page from the log, so this navigation was answered already. Navigating again
+            # would take the page back to its start under a later step.
+            log.info(
+                "episode %s: its navigate op came after step %d; not navigated again",
+                episode_id,
+                held.step,
+            )
+            self._finished(operation.tp, operation.offset)
+            return
         if held is None and operation.kind == "navigate":
             async with self.budgets["navigate"]:
                 navigated = await self._navigated_before(operation)

@@ -10,10 +10,12 @@ its outputs).
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from confluent_kafka import TopicPartition
 
-from agents.browser.worker import BrowserWorker, BrowserWorkerConfig
+from agents.browser.worker import BrowserWorker, BrowserWorkerConfig, HeldEpisode, Operation
 from agents.policy.worker import PolicyWorker, PolicyWorkerConfig
 from infra.settings import Settings
 from infra.step_reference import StepReference
@@ -186,6 +188,25 @@ def test_act_ops_behind_or_too_far_ahead_are_out_of_order(worker):
     # a late copy of the navigate op does not move the reference back
     assert worker._out_of_order("navigate", op(0), 2) is None
     assert worker.last_taken.last[EP] == (5, 2)
+
+
+class NoPage:
+    """An episode's session that must not be touched."""
+
+    def __getattr__(self, name):
+        raise AssertionError(f"the page was used: {name}")
+
+
+def test_a_navigate_op_that_comes_after_the_episode_moved_on_is_not_served(worker):
+    """After a kill, the replacement can get an episode's act op before its re-delivered
+    navigate op: the act op rebuilt the page from the log, so the navigate op is finished
+    without navigating the page back to its start."""
+    tp = ("ops.navigate", 2)
+    worker.held[EP] = HeldEpisode(session=NoPage(), browser=None, partition=2, step=1)
+    worker.offsets.started(tp, 41)
+    asyncio.run(worker._serve(Operation("navigate", {**op(0), "ts": 0}, tp, 41, 0, 0.0)))
+    assert worker.held[EP].step == 1 and worker.stats["observations"] == 0
+    assert [(t.topic, t.partition, t.offset) for t in worker._to_store] == [(*tp, 42)]
 
 
 def test_an_episode_seen_for_the_first_time_has_no_reference(worker):
