@@ -36,7 +36,7 @@ def configurations(nice: str, weights: str) -> dict[str, Settings]:
     for text in (n for n in nice.split(",") if n.strip()):
         if not 0 <= int(text) <= 19:
             raise ValueError(f"--nice: {text} is not a niceness 0 to 19")
-        configs[f"nice {int(text)}"] = Settings(browser_nice=int(text))
+        configs[f"nice {int(text)}"] = Settings(browser_nice=int(text), browser_cpu_weight=0)
     for text in (w for w in weights.split(",") if w.strip()):
         if not 1 <= int(text) <= 10000:
             raise ValueError(f"--weights: {text} is not a cgroup CPU weight 1 to 10000")

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from infra.cpu_group import browsers_group
+from infra.cpu_group import AUTO_WEIGHT, group_for
 from infra.settings import Settings
 
 # Headless on a machine with no display and no outside network: without the background-networking
@@ -49,24 +49,27 @@ def launch_options(settings: Settings, extra_args: list[str] | None = None) -> d
 
 def launcher(settings: Settings) -> Path:
     """The executable Playwright starts: the configured Chromium itself or, with
-    ``browser_nice`` above 0 or a ``browser_cpu_weight``, a script in the cache dir that joins
-    the browsers' cgroup (:func:`infra.cpu_group.browsers_group`, made or re-weighted here) and
-    execs Chromium under ``nice``, so the browser and every process it forks (zygotes,
-    renderers, GPU) run at that niceness, in that group. The script is rewritten atomically when
-    missing or different, so workers sharing a cache dir never see half of one. Raises
-    CpuGroupUnavailable when a weight is set and no cgroup can be made."""
-    nice, weight = settings.browser_nice, settings.browser_cpu_weight
-    if nice == 0 and weight == 0:
+    ``browser_nice`` above 0 or a browsers' cgroup (:func:`infra.cpu_group.group_for`: the
+    ``browser_cpu_weight`` set, or by default a weight where a group can be made; made or
+    re-weighted here), a script in the cache dir that joins that group and execs Chromium under
+    ``nice``, so the browser and every process it forks (zygotes, renderers, GPU) run at that
+    niceness, in that group. The script is rewritten atomically when missing or different, so
+    workers sharing a cache dir never see half of one. Raises CpuGroupUnavailable when a weight
+    is set and no cgroup can be made."""
+    nice = settings.browser_nice
+    group = group_for(settings.browser_cpu_weight)
+    if nice == 0 and group is None:
         return settings.chromium_path
     lines = ["#!/bin/sh", "# Written by webgym (WEBGYM_BROWSER_NICE, WEBGYM_BROWSER_CPU_WEIGHT)."]
-    if weight:
-        procs = shlex.quote(str(browsers_group(weight).procs))
+    if group is not None:
+        procs = shlex.quote(str(group.procs))
         refused = "{ echo 'webgym: cannot join the browsers cgroup' >&2; exit 1; }"
         lines.append(f"echo $$ > {procs} || {refused}")
     runs = f"nice -n {nice} " if nice else ""
     lines.append(f'exec {runs}{shlex.quote(str(settings.chromium_path))} "$@"')
     text = "\n".join(lines) + "\n"
-    name = f"chromium-nice-{nice}" + (f"-weight-{weight}" if weight else "")
+    weight = settings.browser_cpu_weight or AUTO_WEIGHT  # as asked for (v1 scales it)
+    name = f"chromium-nice-{nice}" + (f"-weight-{weight}" if group is not None else "")
     script = settings.cache_dir / "chromium" / name
     if not script.exists() or script.read_text() != text:
         script.parent.mkdir(parents=True, exist_ok=True)
@@ -75,6 +78,16 @@ def launcher(settings: Settings) -> Path:
         staged.chmod(0o755)
         staged.replace(script)
     return script
+
+
+def browsers_weighed(settings: Settings) -> str:
+    """How the browsers weigh against the other processes (``webgym status``): their cgroup and
+    its weight, their niceness, or that they run as any process."""
+    group = group_for(settings.browser_cpu_weight)
+    parts = [f"cgroup {group.path}, {group.weight_file.name} {group.weight}"] if group else []
+    if settings.browser_nice:
+        parts.append(f"niceness {settings.browser_nice}")
+    return "; ".join(parts) or "no CPU group or niceness (WEBGYM_BROWSER_CPU_WEIGHT)"
 
 
 def chromium_version(settings: Settings) -> str:

@@ -11,16 +11,26 @@ given) where the unified hierarchy has the controller, else cgroup v1 (``cpu.sha
 scaled so that 100 is v1's default 1024). Creating it needs the right to write there (root, or a
 delegated cgroup); the Chromium wrapper (:func:`infra.chromium.launcher`) writes its own pid into
 the group before it execs the browser, and every process the browser forks stays in it.
+
+Unset, the setting means :data:`AUTO_WEIGHT` where such a group can be made and no group where it
+cannot (:func:`group_for`): the hop's tail under load needs it, and a worker without the rights
+still starts.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 GROUP = "webgym-browsers"
 V2_DEFAULT_WEIGHT, V1_DEFAULT_SHARES = 100, 1024
+# The weight an unset WEBGYM_BROWSER_CPU_WEIGHT gives where a group can be made: with it the hop's
+# p99 under load met its 25 ms target (bench/results/browser_priority.json).
+AUTO_WEIGHT = 50
+
+log = logging.getLogger(__name__)
 
 
 class CpuGroupUnavailable(RuntimeError):
@@ -79,6 +89,22 @@ def browsers_group(weight: int, root: Path | None = None) -> CpuGroup:
         f"write ({'; '.join(tried)}). Run the browser worker as root or in a cgroup delegated to "
         "its user, or unset WEBGYM_BROWSER_CPU_WEIGHT and use WEBGYM_BROWSER_NICE instead."
     )
+
+
+def group_for(setting: int | None, root: Path | None = None) -> CpuGroup | None:
+    """The browsers' group for ``WEBGYM_BROWSER_CPU_WEIGHT``: None for 0 (no group); for a
+    weight, that group, raising CpuGroupUnavailable where it cannot be made (the operator asked
+    for it); unset (None), the group of :data:`AUTO_WEIGHT` where it can be made, else None, said
+    in the log (the browsers then run as they are, as before the weight existed)."""
+    if setting == 0:
+        return None
+    if setting is not None:
+        return browsers_group(setting, root)
+    try:
+        return browsers_group(AUTO_WEIGHT, root)
+    except CpuGroupUnavailable as exc:
+        log.info("browsers run without a CPU weight: %s", exc)
+        return None
 
 
 def _weighted(path: Path, version: int, weight_name: str, value: int) -> CpuGroup:

@@ -88,13 +88,14 @@ class Settings(BaseSettings):
         description="niceness of every Chromium process (0: as the worker); with browsers "
         "saturating the cores, a higher value lets the broker and the workers run first",
     )
-    browser_cpu_weight: int = Field(
-        0,
+    browser_cpu_weight: int | None = Field(
+        None,
         ge=0,
         le=10000,
         description="CPU weight of one cgroup that every Chromium process joins (cgroup v2 "
         "cpu.weight, 1-10000, 100 = one ordinary process; v1 cpu.shares scaled alike; 0: no "
-        "group); the browsers together then weigh this much, however many there are",
+        "group); the browsers together then weigh this much, however many there are. Unset: "
+        "50 where this user can make the group (root, a delegated cgroup), else no group",
     )
 
     # Browser workers

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from infra.chromium import ChromiumMissing, chromium_version
+from infra.chromium import ChromiumMissing, browsers_weighed, chromium_version
 from infra.kafka_config import client_config
 from infra.minio_store import build_minio, ensure_buckets
 from infra.settings import Settings
@@ -204,9 +204,9 @@ def status(settings: Settings) -> list[ServiceStatus]:
             )
         )
     try:
-        version = chromium_version(settings)
+        detail = f"{chromium_version(settings)}; browsers: {browsers_weighed(settings)}"
         rows.append(
-            ServiceStatus("chromium", "present", str(settings.chromium_path), None, None, version)
+            ServiceStatus("chromium", "present", str(settings.chromium_path), None, None, detail)
         )
     except ChromiumMissing as exc:
         rows.append(

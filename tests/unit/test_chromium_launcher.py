@@ -17,15 +17,20 @@ def _fake_chromium(tmp_path: Path) -> Path:
     return fake
 
 
-def test_without_a_niceness_playwright_starts_chromium_itself(tmp_path: Path):
-    settings = Settings(chromium_path=_fake_chromium(tmp_path), cache_dir=tmp_path / "cache")
+def test_without_a_niceness_or_a_group_playwright_starts_chromium_itself(tmp_path: Path):
+    settings = Settings(
+        chromium_path=_fake_chromium(tmp_path), cache_dir=tmp_path / "cache", browser_cpu_weight=0
+    )
     assert launch_options(settings)["executable_path"] == str(settings.chromium_path)
     assert not (tmp_path / "cache").exists()
 
 
 def test_a_niceness_wraps_chromium_and_passes_every_argument(tmp_path: Path):
     settings = Settings(
-        chromium_path=_fake_chromium(tmp_path), cache_dir=tmp_path / "cache", browser_nice=7
+        chromium_path=_fake_chromium(tmp_path),
+        cache_dir=tmp_path / "cache",
+        browser_nice=7,
+        browser_cpu_weight=0,
     )
     wrapper = Path(launch_options(settings)["executable_path"])
     assert wrapper.parent == tmp_path / "cache" / "chromium"
@@ -38,7 +43,12 @@ def test_a_niceness_wraps_chromium_and_passes_every_argument(tmp_path: Path):
 
 def test_the_wrapper_follows_the_settings_and_leaves_nothing_half_written(tmp_path: Path):
     cache = tmp_path / "cache"
-    first = Settings(chromium_path=_fake_chromium(tmp_path), cache_dir=cache, browser_nice=5)
+    first = Settings(
+        chromium_path=_fake_chromium(tmp_path),
+        cache_dir=cache,
+        browser_nice=5,
+        browser_cpu_weight=0,
+    )
     path = launcher(first)
     assert launcher(first) == path  # the same settings: the same script, not rewritten
     moved = first.model_copy(update={"chromium_path": Path("/opt/other/chromium")})

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from infra import cpu_group
-from infra.chromium import launcher
-from infra.cpu_group import CpuGroupUnavailable, browsers_group, v1_shares
+from infra.chromium import browsers_weighed, launcher
+from infra.cpu_group import AUTO_WEIGHT, CpuGroupUnavailable, browsers_group, group_for, v1_shares
 from infra.settings import Settings
 
 
@@ -86,3 +86,45 @@ def test_the_wrapper_joins_the_group_before_it_execs_chromium(tmp_path: Path, mo
     ran = subprocess.run([wrapper, "--headless=new"], capture_output=True, text=True, check=True)
     procs = (root / "cpu" / "webgym-browsers" / "cgroup.procs").read_text().split()
     assert ran.stdout.strip() == "ran --headless=new" and len(procs) == 1 and int(procs[0]) > 0
+
+
+def test_an_unset_weight_is_the_automatic_one_where_a_group_can_be_made(tmp_path: Path):
+    root = _v2_tree(tmp_path / "cg")
+    _fake_kernel_files(root / "webgym-browsers", "cpu.weight", "100\n")
+    group = group_for(None, root)
+    assert group is not None and (group.version, group.weight) == (2, AUTO_WEIGHT)
+    assert (root / "webgym-browsers" / "cpu.weight").read_text() == str(AUTO_WEIGHT)
+
+
+def test_an_unset_weight_without_the_rights_runs_the_browsers_as_they_are(tmp_path, caplog):
+    root = _v2_tree(tmp_path / "cg", controllers="memory")
+    with caplog.at_level("INFO", logger="infra.cpu_group"):
+        assert group_for(None, root) is None
+    assert "without a CPU weight" in caplog.text and "no cpu controller" in caplog.text
+
+
+def test_a_weight_set_is_required_and_zero_is_no_group(tmp_path: Path):
+    root = _v2_tree(tmp_path / "cg", controllers="memory")
+    assert group_for(0, root) is None
+    with pytest.raises(CpuGroupUnavailable, match="WEBGYM_BROWSER_CPU_WEIGHT=10"):
+        group_for(10, root)
+
+
+def test_the_wrapper_joins_the_automatic_group_when_the_weight_is_unset(tmp_path, monkeypatch):
+    root = _v1_tree(tmp_path / "cg")
+    _fake_kernel_files(root / "cpu" / "webgym-browsers", "cpu.shares", "1024\n")
+    monkeypatch.setattr(cpu_group, "CGROUP_ROOT", root)
+    settings = Settings(chromium_path=Path("/usr/bin/true"), cache_dir=tmp_path / "cache")
+    assert settings.browser_cpu_weight is None
+    assert launcher(settings).name == f"chromium-nice-0-weight-{AUTO_WEIGHT}"
+    shares = (root / "cpu" / "webgym-browsers" / "cpu.shares").read_text()
+    assert shares == str(v1_shares(AUTO_WEIGHT))
+
+
+def test_status_says_how_the_browsers_are_weighed(tmp_path: Path, monkeypatch):
+    root = _v2_tree(tmp_path / "cg")
+    _fake_kernel_files(root / "webgym-browsers", "cpu.weight", "100\n")
+    monkeypatch.setattr(cpu_group, "CGROUP_ROOT", root)
+    told = browsers_weighed(Settings(browser_nice=3))
+    assert told == f"cgroup {root / 'webgym-browsers'}, cpu.weight {AUTO_WEIGHT}; niceness 3"
+    assert "no CPU group" in browsers_weighed(Settings(browser_cpu_weight=0))
