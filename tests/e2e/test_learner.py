@@ -83,6 +83,9 @@ def test_successes_train_a_version_that_the_policy_worker_serves(run_settings, t
         learner_args=(
             "--lora-rank", "8", "--lr", "5e-3", "--fresh-per-step", "2",
             "--replay-per-step", "2", "--publish-every", "1", "--idle-s", "5",
+            # v1's manifest is read below: keep every version (the default keeps 5, and a run
+            # that publishes a sixth deletes v1).
+            "--keep-versions", "1000",
         ),
     )  # fmt: skip
     run_local(run_settings, options, start_stack=False)
