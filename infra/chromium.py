@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from infra.cpu_group import AUTO_WEIGHT, group_for
+from infra.cpu_group import group_for
 from infra.settings import Settings
 
 # Headless on a machine with no display and no outside network: without the background-networking
@@ -68,8 +68,8 @@ def launcher(settings: Settings) -> Path:
     runs = f"nice -n {nice} " if nice else ""
     lines.append(f'exec {runs}{shlex.quote(str(settings.chromium_path))} "$@"')
     text = "\n".join(lines) + "\n"
-    weight = settings.browser_cpu_weight or AUTO_WEIGHT  # as asked for (v1 scales it)
-    name = f"chromium-nice-{nice}" + (f"-weight-{weight}" if group is not None else "")
+    # The script names the group, not its weight: the weight is the group's, set above.
+    name = f"chromium-nice-{nice}" + (f"-in-{group.path.name}" if group is not None else "")
     script = settings.cache_dir / "chromium" / name
     if not script.exists() or script.read_text() != text:
         script.parent.mkdir(parents=True, exist_ok=True)

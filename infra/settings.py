@@ -95,7 +95,7 @@ class Settings(BaseSettings):
         description="CPU weight of one cgroup that every Chromium process joins (cgroup v2 "
         "cpu.weight, 1-10000, 100 = one ordinary process; v1 cpu.shares scaled alike; 0: no "
         "group); the browsers together then weigh this much, however many there are. Unset: "
-        "50 where this user can make the group (root, a delegated cgroup), else no group",
+        "10 where this user can make the group (root, a delegated cgroup), else no group",
     )
 
     # Browser workers

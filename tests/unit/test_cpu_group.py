@@ -80,9 +80,9 @@ def test_the_wrapper_joins_the_group_before_it_execs_chromium(tmp_path: Path, mo
     fake = tmp_path / "chromium"
     fake.write_text('#!/bin/sh\necho "ran $*"\n')
     fake.chmod(0o755)
-    settings = Settings(chromium_path=fake, cache_dir=tmp_path / "cache", browser_cpu_weight=10)
+    settings = Settings(chromium_path=fake, cache_dir=tmp_path / "cache", browser_cpu_weight=30)
     wrapper = launcher(settings)
-    assert wrapper.name == "chromium-nice-0-weight-10"
+    assert wrapper.name == "chromium-nice-0-in-webgym-browsers"
     ran = subprocess.run([wrapper, "--headless=new"], capture_output=True, text=True, check=True)
     procs = (root / "cpu" / "webgym-browsers" / "cgroup.procs").read_text().split()
     assert ran.stdout.strip() == "ran --headless=new" and len(procs) == 1 and int(procs[0]) > 0
@@ -116,7 +116,7 @@ def test_the_wrapper_joins_the_automatic_group_when_the_weight_is_unset(tmp_path
     monkeypatch.setattr(cpu_group, "CGROUP_ROOT", root)
     settings = Settings(chromium_path=Path("/usr/bin/true"), cache_dir=tmp_path / "cache")
     assert settings.browser_cpu_weight is None
-    assert launcher(settings).name == f"chromium-nice-0-weight-{AUTO_WEIGHT}"
+    assert launcher(settings).name == "chromium-nice-0-in-webgym-browsers"
     shares = (root / "cpu" / "webgym-browsers" / "cpu.shares").read_text()
     assert shares == str(v1_shares(AUTO_WEIGHT))
 
