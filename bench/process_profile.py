@@ -265,7 +265,9 @@ class Roles:
     they are something else: one seen as a shell (Debian's ``chromium`` is a script until it
     execs the browser), and one whose command line is its parent's (a fork that has not exec'd
     yet: Playwright's driver spawns Chromium so, and a sample in between would otherwise count
-    the browser as the driver for the whole window)."""
+    the browser as the driver for the whole window). A process of the run whose command line
+    reads empty (read while it execs, as the browsers' wrapper script execs Chromium) is read
+    again too, instead of being left out for the whole window."""
 
     def __init__(self, root: int, profiler: int, read_argv=command_line):
         self._root, self._profiler, self._read_argv = root, profiler, read_argv
@@ -280,8 +282,9 @@ class Roles:
             if stat.pid not in run and role not in ("kafka broker", "minio"):
                 role = None
             self._roles[key] = role
-            if role is not None and (
-                role.startswith("other sh") or argv == self._read_argv(stat.ppid)
+            if (not argv and stat.pid in run) or (
+                role is not None
+                and (role.startswith("other sh") or argv == self._read_argv(stat.ppid))
             ):
                 self._unsettled.add(key)
             else:

@@ -252,3 +252,27 @@ def test_the_schedule_is_a_query_and_asks_for_peaks_only_within_the_budget():
     assert not schedule.due(6.0, peak, last=False) and not asked
     assert schedule.due(6.0, peak, last=True)  # the last sample reads regardless
     assert not schedule.due(30.0, peak, last=False) and asked == [True]
+
+
+def test_a_process_of_the_run_read_empty_is_asked_again():
+    # Read in the middle of an exec, a command line is empty. A process of the run so read
+    # (Chromium's browser process, exec'd by its wrapper script) must not be left out of the
+    # whole window; one outside the run stays outside.
+    argvs = {5: [[], ["/usr/lib/chromium/chromium", "--headless"]], 9: [[]]}
+    reads = []
+
+    def read(pid):
+        reads.append(pid)
+        return ["python", "-m", "bench.rollout"] if pid == 1 else argvs[pid].pop(0)
+
+    roles = Roles(root=1, profiler=2, read_argv=read)
+    run = {1, 5}
+    assert roles.of(_stat(5, 0.01, 1), run) is None
+    assert roles.of(_stat(5, 0.5, 1), run) == "chromium browser"
+    assert roles.of(_stat(9, 0.1, 1), run) is None
+    reads.clear()
+    assert [roles.of(_stat(5, 0.6, 1), run), roles.of(_stat(9, 0.2, 1), run)] == [
+        "chromium browser",
+        None,
+    ]
+    assert reads == []  # both settled
