@@ -17,6 +17,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from pydantic_settings import SettingsError as EnvironmentParseError
 
+from infra.cpu_group import AUTO_WEIGHT
 from schemas.difficulty import DIFFICULTIES
 
 DEFAULT_HORIZONS = {"easy": 10, "medium": 20, "hard": 30}
@@ -95,7 +96,8 @@ class Settings(BaseSettings):
         description="CPU weight of one cgroup that every Chromium process joins (cgroup v2 "
         "cpu.weight, 1-10000, 100 = one ordinary process; v1 cpu.shares scaled alike; 0: no "
         "group); the browsers together then weigh this much, however many there are. Unset: "
-        "10 where this user can make the group (root, a delegated cgroup), else no group",
+        f"{AUTO_WEIGHT} where this user can make the group (root, a delegated cgroup), else no "
+        "group",
     )
 
     # Browser workers
