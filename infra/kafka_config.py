@@ -26,6 +26,15 @@ WORKER_SESSION_TIMEOUT_MS = 10_000
 # (librdkafka's reconnect backoff tops out at 10 s).
 OUTAGE_GAP_S = 60.0
 
+# How long a client may go without metadata from any broker it knows before it starts again from
+# ``bootstrap.servers`` (KIP-1102; librdkafka's default is 5 minutes). After a broker restart a
+# client can be left knowing no broker at all (the restarted node's first metadata answers did
+# not list it, so the client dropped it), and until it bootstraps again it reaches nothing: a
+# consumer then fetches nothing and finds no coordinator, and its partitions are fenced after
+# the session timeout. bench/results/broker_restart.json: one consumer in three stuck past the
+# restart with the default, none with this.
+REBOOTSTRAP_AFTER_MS = 10_000
+
 # Words of a line about a transient broker state that librdkafka retries on its own.
 RETRIED = ("load in progress", ": retrying")
 
@@ -72,10 +81,14 @@ class KafkaLog(logging.LoggerAdapter):
 def client_config(
     bootstrap_servers: str, config: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
-    """``config`` for a client of ``bootstrap_servers``, logging through ``webgym.kafka``."""
+    """``config`` for a client of ``bootstrap_servers``, logging through ``webgym.kafka``, that
+    bootstraps again after ``REBOOTSTRAP_AFTER_MS`` without metadata (``config`` may override
+    either)."""
     return {
         "bootstrap.servers": bootstrap_servers,
         # librdkafka's lines go through Python logging, not straight to stderr.
         "logger": KafkaLog(logging.getLogger(KAFKA_LOGGER)),
+        "metadata.recovery.strategy": "rebootstrap",
+        "metadata.recovery.rebootstrap.trigger.ms": REBOOTSTRAP_AFTER_MS,
         **(config or {}),
     }

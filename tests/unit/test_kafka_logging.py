@@ -6,10 +6,16 @@ from __future__ import annotations
 import logging
 import time
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaException, Producer
 
 from infra.consumer import build_consumer
-from infra.kafka_config import KAFKA_LOGGER, OUTAGE_GAP_S, KafkaLog, client_config
+from infra.kafka_config import (
+    KAFKA_LOGGER,
+    OUTAGE_GAP_S,
+    REBOOTSTRAP_AFTER_MS,
+    KafkaLog,
+    client_config,
+)
 from infra.settings import Settings
 from infra.topic_admin import build_admin
 
@@ -95,3 +101,18 @@ def test_client_config_sets_the_logger_and_keeps_the_callers_settings():
     assert config["group.id"] == "g" and config["socket.timeout.ms"] == 2000
     assert isinstance(config["logger"], KafkaLog)
     assert config["logger"].logger.name == KAFKA_LOGGER
+
+
+def test_client_config_bootstraps_again_soon_and_a_caller_may_say_otherwise():
+    config = client_config("kafka-1:9092")
+    assert config["metadata.recovery.strategy"] == "rebootstrap"
+    assert config["metadata.recovery.rebootstrap.trigger.ms"] == REBOOTSTRAP_AFTER_MS < 300_000
+
+    own = client_config("kafka-1:9092", {"metadata.recovery.rebootstrap.trigger.ms": 300_000})
+    assert own["metadata.recovery.rebootstrap.trigger.ms"] == 300_000
+
+
+def test_librdkafka_accepts_the_rebootstrap_settings():
+    # An unknown or out-of-range property raises here, when the client is built (no broker
+    # needed: building does not connect).
+    Producer(client_config("127.0.0.1:1")).flush(0)
