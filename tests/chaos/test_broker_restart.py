@@ -1,4 +1,6 @@
-"""The Kafka broker stopped and started again during a run: clients reconnect, nothing is lost.
+"""The Kafka broker stopped and started again during a run: clients reconnect, nothing is lost,
+and no episode waits so long for an answer that its lease expires (a client that did not come
+back would leave its episodes to be aborted: see ``infra.kafka_config.REBOOTSTRAP_AFTER_MS``).
 
 The broker is the local stack's own (`webgym up`, started by the test session); it is stopped
 with SIGTERM by its pid file, as `webgym down` does, and started again with `webgym up`.
@@ -33,3 +35,4 @@ def test_a_broker_restart_mid_run_loses_nothing(run_settings, request):
         stack.up(run_settings, report=lambda line: None)  # never leave the session without one
     assert fault.struck_ms
     assert_nothing_lost(result, EPISODES)
+    assert result.row["aborted"] == 0, result.row["aborted_reasons"]
