@@ -8,9 +8,10 @@ protocol, offsets stored by hand, auto-commit); they differ only in the rebootst
 project's (:data:`infra.kafka_config.REBOOTSTRAP_AFTER_MS`). Each round stops the broker by its
 pid file (as `webgym down` does), waits 5 s, starts it again (`webgym up`), and times, for each
 consumer, how long after the broker answers its first record comes (not resumed within
-``--wait-s``: stuck). Every round uses the same restart for every consumer, so the sides are
-paired. ``--burners`` busy loops keep the cores saturated, standing in for Chromium: the stuck
-case showed up in a loaded CI run, and rarely unloaded.
+``--wait-s``: stuck), and whether the consumer's statistics (every second) showed it knowing no
+broker at all during the round (the state a stuck consumer was found in). Every round uses the
+same restart for every consumer, so the sides are paired. ``--burners`` busy loops keep the cores
+saturated, standing in for Chromium: the stuck case showed up in a loaded CI run.
 
 Writes bench/results/broker_restart.json. Run: `.venv/bin/python -m bench.broker_restart`
 (after `webgym up`; it restarts that broker, so run it alone).
@@ -19,6 +20,7 @@ Writes bench/results/broker_restart.json. Run: `.venv/bin/python -m bench.broker
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import multiprocessing
 import statistics
@@ -40,6 +42,7 @@ from infra.stack.kafka import LocalKafka
 
 RESULTS = Path(__file__).parent / "results" / "broker_restart.json"
 LIBRDKAFKA_DEFAULT_MS = 300_000
+STATS_INTERVAL_MS = 1_000  # how often each consumer reports the brokers it knows
 SIDES = {"librdkafka_default": LIBRDKAFKA_DEFAULT_MS, "project": REBOOTSTRAP_AFTER_MS}
 
 
@@ -54,6 +57,7 @@ class Side:
     def __init__(self, settings: Settings, topic: str, name: str, trigger_ms: int):
         self.name = name
         self.last = 0.0
+        self.brokerless = False  # a statistics report since the round began named no broker
         self.consumer: Consumer = build_consumer(
             settings,
             group_id=f"bench-restart-{name}-{topic}",
@@ -62,8 +66,14 @@ class Side:
             **{"enable.auto.offset.store": False, "enable.auto.commit": True},
             **{"auto.commit.interval.ms": 500},
             **{"metadata.recovery.rebootstrap.trigger.ms": trigger_ms},
+            **{"statistics.interval.ms": STATS_INTERVAL_MS, "stats_cb": self._statistics},
         )
         self.consumer.subscribe([topic])
+
+    def _statistics(self, report: str) -> None:
+        brokers = json.loads(report).get("brokers", {}).values()
+        if not any(b.get("source") not in ("logical", "internal") for b in brokers):
+            self.brokerless = True
 
     def poll(self) -> None:
         message = self.consumer.poll(0.02)
@@ -109,6 +119,8 @@ def run(rounds: int, burners: int, wait_s: float) -> dict[str, Any]:
         producing.start()
         _serve(sides, 15)  # every side joined and consuming
         for number in range(rounds):
+            for side in sides:
+                side.brokerless = False
             if not broker.process.stop():
                 raise SystemExit("the local broker is not running: start it with `webgym up`")
             _serve(sides, 5)
@@ -119,7 +131,10 @@ def run(rounds: int, burners: int, wait_s: float) -> dict[str, Any]:
             ):
                 _serve(sides, 0.1)
             row = {
-                side.name: round(side.last - answered, 2) if side.last > answered else None
+                side.name: {
+                    "resume_s": round(side.last - answered, 2) if side.last > answered else None,
+                    "lost_every_broker": side.brokerless,
+                }
                 for side in sides
             }
             rows.append(row)
@@ -135,10 +150,12 @@ def run(rounds: int, burners: int, wait_s: float) -> dict[str, Any]:
         admin.delete_topics([topic])
     summary = {}
     for side in sides:
-        resumed = [row[side.name] for row in rows if row[side.name] is not None]
+        mine = [row[side.name] for row in rows]
+        resumed = [r["resume_s"] for r in mine if r["resume_s"] is not None]
         summary[side.name] = {
             "rebootstrap_trigger_ms": SIDES[side.name],
             "rounds": len(rows),
+            "lost_every_broker": sum(r["lost_every_broker"] for r in mine),
             "stuck": len(rows) - len(resumed),
             "resume_s_median": statistics.median(resumed) if resumed else None,
             "resume_s_max": max(resumed, default=None),
