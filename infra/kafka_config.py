@@ -28,13 +28,14 @@ OUTAGE_GAP_S = 60.0
 
 # How long a client may go without metadata from any broker it knows before it starts again from
 # ``bootstrap.servers`` (KIP-1102; librdkafka's default is 5 minutes). After a broker restart a
-# client can be left knowing no broker at all (the restarted node's first metadata answers did
-# not list it, so the client dropped it), and until it bootstraps again it reaches nothing: a
-# consumer then fetches nothing and finds no coordinator, and its partitions are fenced after
-# the session timeout. Seen in a CI run (the policy worker stuck over 4 minutes, its episodes
-# aborted when their leases ran out) and in a reproduction by hand under load (a consumer knowing
-# only its logical coordinator, 100 s after the restart); rare: bench/broker_restart.py, 20
-# paired restarts, provoked it under neither trigger and found this one costs no resume time.
+# client can be left knowing no broker at all (it logs ``new leader-1 not found in cache``:
+# metadata names the node as a leader while the client no longer knows it), and until it
+# bootstraps again it reaches nothing: a consumer then fetches nothing and finds no coordinator,
+# and its partitions are fenced after the session timeout. Seen in a CI run (the policy worker
+# stuck over 4 minutes, its episodes aborted when their leases ran out) and in a reproduction by
+# hand under load (a consumer knowing only its logical coordinator, 100 s after the restart).
+# Rare: bench/broker_restart.py, 20 paired restarts, provoked it under neither trigger, and found
+# that this one costs no resume time.
 REBOOTSTRAP_AFTER_MS = 10_000
 
 # Words of a line about a transient broker state that librdkafka retries on its own.
