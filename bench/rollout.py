@@ -519,6 +519,27 @@ def plot(result: dict[str, Any]) -> None:
     figure.savefig(PLOT, dpi=110)
 
 
+def warm_up(base: Settings, args: argparse.Namespace, progress: Progress) -> dict[str, Any] | None:
+    """``args.warmup_episodes`` episodes with the instant policy before the first round, so that
+    no round pays for a cold stack: after `webgym up` the broker's JIT compiles through the first
+    minutes (its CPU per step was about 1.7 times a warm one's in the first phase of a run). Its
+    figures are kept apart, in ``warmup``, and enter no median. None when there are none."""
+    if not args.warmup_episodes:
+        return None
+    progress.round = "warm-up"
+    with progress.phase("instant policy"):
+        phase = run_phase(base, "warmup", args, 0.0, episodes=args.warmup_episodes)
+    return {
+        "episodes": phase["episodes"],
+        "steps": phase["steps"],
+        "steps_per_s": phase["steps_per_s"],
+        "pipeline_cpu_s_per_step": phase["profile"]["pipeline_cpu_s_per_step"],
+        "broker_cpu_s_per_step": phase["profile"]["by_role"]
+        .get("kafka broker", {})
+        .get("cpu_s_per_step"),
+    }
+
+
 def one_round(base: Settings, args: argparse.Namespace, progress: Progress) -> dict[str, Any]:
     """Every phase once, for ``args.seed``: the asynchronous, synchronous and instant-policy
     pipeline, the bare loops over the instant phase's episodes, Kafka unloaded, the ideal."""
@@ -672,6 +693,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--repeat", type=int, default=3, help="rounds per seed; seeds alternate round by round"
     )
+    parser.add_argument(
+        "--warmup-episodes",
+        type=int,
+        default=32,
+        help="episodes of an instant-policy run before the first round, left out of every "
+        "figure (the broker's JIT compiles in it); 0: none",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS, help="the result file")
     parser.add_argument(
         "--unloaded-seconds", type=float, default=30.0, help="length of the unloaded Kafka run"
@@ -706,6 +734,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     if args.repeat < 0 or (args.repeat == 0 and not (args.growth or args.scaling)):
         parser.error("--repeat 0 runs no rounds, only --growth and/or --scaling: give one")
+    if args.warmup_episodes < 0:
+        parser.error("--warmup-episodes is a count of episodes: 0 or more")
     if args.repeat == 0 and args.out == RESULTS:  # rollout.json keeps the rounds of record
         extras = [name for name in ("growth", "scaling") if getattr(args, name)]
         args.out = RESULTS.with_name(f"rollout_{'_'.join(extras)}.json")
@@ -715,7 +745,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     extra_phases = (len(args.growth_in_flight) + 2 if args.growth else 0) + (
         len(SCALING) if args.scaling else 0
     )
+    extra_phases += 1 if args.warmup_episodes else 0
     progress = Progress(args.repeat * len(seeds) * Progress.PHASES_PER_ROUND + extra_phases)
+    warmup = warm_up(base, argparse.Namespace(**{**vars(args), "seed": seeds[0]}), progress)
     rounds = []
     for _ in range(args.repeat):
         for seed in seeds:
@@ -744,6 +776,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ),
         "spread": spread(rounds),
         "rounds": rounds,
+        "warmup": warmup,
     }
     if args.growth:
         progress.round = f"growth, seed {seeds[0]}"

@@ -37,6 +37,14 @@ def bench_rollout(
             "--scaling, written to bench/results/rollout_growth.json and the like)",
         ),
     ] = 3,
+    warmup_episodes: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="episodes of an instant-policy run before the first round, in no figure "
+            "(the broker's JIT warms up); 0: none",
+        ),
+    ] = 32,
     out: Annotated[
         Path | None, typer.Option(help="write the result here, not bench/results/rollout.json")
     ] = None,
@@ -83,6 +91,7 @@ def bench_rollout(
         "--in-flight", str(in_flight), "--median", str(median), "--sigma", str(sigma),
         "--partitions", str(partitions), "--sites", str(sites),
         "--seeds", ",".join(map(str, numbers)), "--repeat", str(repeat),
+        "--warmup-episodes", str(warmup_episodes),
     ]  # fmt: skip
     if out is not None:
         argv += ["--out", str(out.resolve())]

@@ -29,7 +29,7 @@ def test_one_small_round_profiles_every_process_and_says_where_it_came_from(
             "--seeds", "3",
             "--repeat", "1", "--unloaded-seconds", "5", "--out", str(out),
             "--growth", "--growth-in-flight", "1,2", "--growth-episodes", "3",
-            "--growth-replays", "2"]  # fmt: skip
+            "--growth-replays", "2", "--warmup-episodes", "2"]  # fmt: skip
     done = subprocess.run(argv, cwd=CHECKOUT, env=settings_env(stack_settings),
                           capture_output=True, text=True, timeout=840)  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -62,6 +62,10 @@ def test_one_small_round_profiles_every_process_and_says_where_it_came_from(
     bare = result["bare"]["profile"]
     assert "chromium renderer" in bare["by_role"] and "browser worker" not in bare["by_role"]
 
+    # The warm-up ran first, and its figures are its own.
+    warmup = result["warmup"]
+    assert warmup["episodes"] == 2 and warmup["steps"] > 0 and warmup["broker_cpu_s_per_step"] > 0
+
     # The unloaded Kafka rate is measured, not the rate it was asked for.
     unloaded = result["kafka_unloaded"]
     assert 0 < unloaded["steps_per_s"] <= unloaded["target_steps_per_s"] * 1.05
@@ -75,7 +79,8 @@ def test_one_small_round_profiles_every_process_and_says_where_it_came_from(
     assert result["ratios"]["async_of_ideal"] == round_["ratios"]["async_of_ideal"]
 
     # It said what it was doing, phase by phase, with the time left.
-    assert done.stderr.count("min left)") == 6 + 4, done.stderr[-2000:]
+    assert done.stderr.count("min left)") == 1 + 6 + 4, done.stderr[-2000:]
+    assert done.stderr.index("[warm-up] instant policy done") < done.stderr.index("[round 1/1")
     assert "[growth, seed 3] growth: screenshots minio done in" in done.stderr
 
     # How cost grows: a row per in-flight count, and screenshots inline against stored.

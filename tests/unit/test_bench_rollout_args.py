@@ -29,7 +29,7 @@ def test_a_growth_only_run_writes_its_own_file(monkeypatch, tmp_path):
     monkeypatch.setattr(rollout, "growth", growth)
     monkeypatch.setattr(rollout, "write_result", write_result)
     monkeypatch.setattr(rollout, "one_round", lambda *a: pytest.fail("no round may run"))
-    rollout.main(["--repeat", "0", "--growth", "--seeds", "7,0"])
+    rollout.main(["--repeat", "0", "--growth", "--seeds", "7,0", "--warmup-episodes", "0"])
     assert written == {"seed": 7, "path": rollout.RESULTS.with_name("rollout_growth.json"),
                        "rounds": []}  # fmt: skip
 
@@ -50,7 +50,7 @@ def test_a_scaling_only_run_shows_each_phase_and_writes_its_own_file(monkeypatch
 
     monkeypatch.setattr(rollout, "run_phase", run_phase)
     monkeypatch.setattr(rollout, "write_result", write_result)
-    rollout.main(["--repeat", "0", "--scaling", "--seeds", "7"])
+    rollout.main(["--repeat", "0", "--scaling", "--seeds", "7", "--warmup-episodes", "0"])
     assert ran == [(w, p, 7) for w, p in rollout.SCALING]
     assert written["path"] == rollout.RESULTS.with_name("rollout_scaling.json")
     assert [(r["browser_workers"], r["partitions"]) for r in written["rows"]] == list(
@@ -61,6 +61,41 @@ def test_a_scaling_only_run_shows_each_phase_and_writes_its_own_file(monkeypatch
     assert '"browser_workers": 4' in out  # the rows it measured, not "null"
     assert f"({len(rollout.SCALING)}/{len(rollout.SCALING)} phases" in err
     assert "scaling: 4 browser workers, 8 partitions done" in err
+
+
+def test_the_warm_up_runs_first_and_enters_no_round(monkeypatch, capsys):
+    ran, written = [], {}
+
+    def run_phase(base, label, args, median_s, episodes=None, **_):
+        ran.append((label, median_s, episodes, args.seed))
+        profile = {"pipeline_cpu_s_per_step": 0.09, "by_role": {"kafka broker": {
+            "cpu_s_per_step": 0.02}}}  # fmt: skip
+        return {"episodes": episodes, "steps": 40, "steps_per_s": 5.0, "profile": profile}
+
+    def one_round(base, args, progress):
+        ran.append(("round", args.seed))
+        return {"seed": args.seed, "ratios": {"async_of_ideal": 0.8}}
+
+    def write_result(path, result, produced_by):
+        written.update(result)
+        return result
+
+    monkeypatch.setattr(rollout, "run_phase", run_phase)
+    monkeypatch.setattr(rollout, "one_round", one_round)
+    monkeypatch.setattr(rollout, "spread", lambda rounds: {})
+    monkeypatch.setattr(rollout, "write_result", write_result)
+    monkeypatch.setattr(rollout, "plot", lambda result: None)
+    rollout.main(["--repeat", "1", "--seeds", "7,0", "--warmup-episodes", "5"])
+    assert ran == [("warmup", 0.0, 5, 7), ("round", 7), ("round", 0)]
+    assert written["warmup"] == {"episodes": 5, "steps": 40, "steps_per_s": 5.0,
+                                 "pipeline_cpu_s_per_step": 0.09,
+                                 "broker_cpu_s_per_step": 0.02}  # fmt: skip
+    assert written["ratios"] == {"async_of_ideal": 0.8}  # the rounds' median, no warm-up in it
+    assert "[warm-up] instant policy done in" in capsys.readouterr().err
+
+    with pytest.raises(SystemExit):
+        rollout.main(["--warmup-episodes", "-1"])
+    assert "0 or more" in capsys.readouterr().err
 
 
 def test_browser_priority_compares_nicenesses_then_weights_and_names_a_bad_value():
