@@ -20,6 +20,9 @@ costing anything; ``inference_only_*`` is the same with free browser operations.
 time per hop is measured by a probe consumer that records, for every event of the step topics,
 its arrival time minus its producer timestamp.
 
+Before the first round a warm-up run (``--warmup-episodes`` with the instant policy) warms the
+stack; its figures are kept under ``warmup`` and enter no median.
+
 Writes bench/results/rollout.json and rollout.png. Run: `webgym bench rollout` (after `webgym up`).
 """
 

@@ -69,7 +69,8 @@ def bench_rollout(
     Each round runs the latency-model policy (lognormal VLM-like inference time, episodes
     answering at a drawn step within their horizon) with --in-flight episodes asynchronously,
     then in lock-step batches, then with an instant policy, then the same browser work in a bare
-    Playwright loop, and sets each against a zero-overhead simulation over the same episodes;
+    Playwright loop, and sets each against a zero-overhead simulation over the same episodes
+    (after one warm-up run, --warmup-episodes, that enters no figure);
     every process of the run is profiled from /proc (CPU seconds per step, memory). It runs
     --repeat rounds for each seed, the seeds alternating, and reports every figure's median over
     the rounds and the headline figures' spread. Writes bench/results/rollout.json and
