@@ -4,7 +4,9 @@ Every result file (the benchmarks' ``bench/results/*.json``, ``webgym experiment
 ``webgym bench rollout``'s) is written by :func:`write_result`, which stamps a ``provenance``
 object into it, so a figure in the README can be traced to the code and the machine that
 measured it. The commit is read with ``git`` from the checkout this module lives in; outside a
-checkout (an installed wheel) it is ``"unknown"``.
+checkout (an installed wheel) it is ``"unknown"``. It carries ``+uncommitted`` when a tracked
+file differs from the commit, except the result files themselves: ``make bench`` runs one
+benchmark after another, and a result the previous one wrote changes no code the next one runs.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 CHECKOUT = Path(__file__).resolve().parent.parent
+RESULTS_DIR = "bench/results"  # written by the benchmarks; not code, so never "uncommitted"
 
 
 def _git(*args: str) -> str:
@@ -32,7 +35,9 @@ def _git(*args: str) -> str:
 def _commit() -> str:
     try:
         commit = _git("rev-parse", "HEAD")
-        dirty = _git("status", "--porcelain", "--untracked-files=no")
+        dirty = _git(
+            "status", "--porcelain", "--untracked-files=no", "--", ".", f":(exclude){RESULTS_DIR}"
+        )
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return commit + ("+uncommitted" if dirty else "")
