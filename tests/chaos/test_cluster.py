@@ -37,7 +37,13 @@ from infra.settings import Settings
 from infra.stack.kafka import LocalKafka
 from infra.stack.process import port_is_free
 from infra.topic_admin import describe_topics, view_cluster
-from tests.chaos.conftest import Fault, assert_nothing_lost, chaos_options, chaos_run
+from tests.chaos.conftest import (
+    Fault,
+    assert_none_aborted,
+    assert_nothing_lost,
+    chaos_options,
+    chaos_run,
+)
 from tests.e2e.conftest import isolated_settings
 
 NODES = 3
@@ -233,11 +239,6 @@ def _remove(children: dict[str, Child], name: str, kill: bool = False) -> None:
     child.kill() if kill else child.stop()
 
 
-def _assert_none_aborted(result) -> None:
-    assert_nothing_lost(result, EPISODES)
-    assert result.row["aborted"] == 0, result.row["aborted_reasons"]
-
-
 def test_browser_workers_added_mid_run_abort_nothing(cluster: Settings, request):
     fault = Fault("add a 2nd and a 3rd browser worker mid-run")
 
@@ -253,7 +254,7 @@ def test_browser_workers_added_mid_run_abort_nothing(cluster: Settings, request)
     assert len(fault.struck_ms) == 2
     # How many episodes move depends on which partitions held episodes at the join (0 in one
     # CI run); none may abort either way.
-    _assert_none_aborted(result)
+    assert_none_aborted(result, EPISODES)
 
 
 def _partitions_of(child: Child) -> set[int]:
@@ -366,7 +367,7 @@ def test_policy_workers_added_and_removed_abort_nothing(cluster: Settings, reque
 
     result = _battery(cluster, "padd", fault, strike, request)
     assert len(fault.struck_ms) == 2
-    _assert_none_aborted(result)
+    assert_none_aborted(result, EPISODES)
 
 
 def _broker_fault(
@@ -391,7 +392,7 @@ def _broker_fault(
 
     result = _battery(cluster, tag, fault, strike, request)
     assert fault.struck_ms and restarted
-    _assert_none_aborted(result)
+    assert_none_aborted(result, EPISODES)
     _wait_all_in_sync(cluster)
 
 
