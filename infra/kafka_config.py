@@ -29,7 +29,9 @@ OUTAGE_GAP_S = 60.0
 # How long a client may go without metadata from any broker it knows before it starts again from
 # ``bootstrap.servers`` (KIP-1102; librdkafka's default is 5 minutes). After a broker restart a
 # client can be left knowing no broker at all (it logs ``new leader-1 not found in cache``:
-# metadata names the node as a leader while the client no longer knows it), and until it
+# metadata names the node as a leader while the client no longer knows it; most likely because
+# librdkafka, since 2.10, drops every broker a metadata response leaves out, and a KRaft broker
+# just restarted and still fenced lists none: librdkafka issue 5301), and until it
 # bootstraps again it reaches nothing: a consumer then fetches nothing and finds no coordinator,
 # and its partitions are fenced after the session timeout. Seen in a CI run (the policy worker
 # stuck over 4 minutes, its episodes aborted when their leases ran out) and in a reproduction by
