@@ -196,10 +196,11 @@ def assert_nothing_lost(result: ChaosResult, episodes: int) -> None:
 
 
 def assert_none_aborted(result: ChaosResult, episodes: int) -> None:
-    """The bar for a fault the loop recovers from without touching a page: nothing lost (the
-    battery's bar), and no episode aborted. Such a fault is over in seconds, against an
-    episode's lease of minutes, so an abort means a worker or a client did not come back (a
-    consumer stuck after a broker restart aborted 25 of 32 episodes this way)."""
+    """The bar for a fault the loop recovers from without losing a page: nothing lost (the
+    battery's bar), and no episode aborted. A killed process, a restarted broker or a browser
+    worker that joins or leaves (its episodes migrate, their pages rebuilt from the log) is over
+    in seconds, against an episode's lease of minutes, so an abort means a worker or a client did
+    not come back (a consumer stuck after a broker restart aborted 25 of 32 episodes this way)."""
     assert_nothing_lost(result, episodes)
     assert result.row["aborted"] == 0, result.row["aborted_reasons"]
 
