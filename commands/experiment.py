@@ -42,8 +42,9 @@ class LearnOptions:
     pages: tuple[str, ...] = PAGES
     train_seeds: int = 80  # training instances per page
     heldout_seeds: int = 10  # held-out instances per page (pages x seeds episodes per version)
-    # MiniWoB++ episodes through the pipeline run at about 0.3 a second on 2 cores (a fresh
-    # browser context and page load each): these budgets keep the whole run near 30 minutes.
+    # MiniWoB++ episodes through the pipeline run at 0.3 to 1.1 a second on 2 cores (a fresh
+    # browser context and page load each): these budgets keep the whole run within 13 to 30
+    # minutes (bench/results/learning.json).
     warm_start_episodes: int = 120  # the warm start's budget: teacher episodes
     on_policy_episodes: int = 160  # 0: stop after the warm start
     in_flight: int = 8
