@@ -73,6 +73,7 @@ def main() -> None:
         warm_until = time.monotonic() + 10  # model load and first batches are not measured
         stop_at = warm_until + args.seconds
         latencies, model_latencies, count = [], [], 0
+        at_warm: dict[str, int] | None = None  # the worker's counters when measuring began
         while time.monotonic() < stop_at:
             event = consumer.poll(0.2)
             if event is None:
@@ -80,10 +81,13 @@ def main() -> None:
             record = event.record
             now = time.monotonic()
             if now >= warm_until:
+                at_warm = at_warm or dict(worker.stats)
                 count += 1
                 latencies.append((now - sent[f"{record['episode_id']}:{record['step']}"]) * 1000)
                 model_latencies.append(record["latency_ms"])
             send(record["episode_id"], record["step"] + 1)
+        calls = worker.stats["backend_calls"] - (at_warm or {}).get("backend_calls", 0)
+        answered = worker.stats["inferences"] - (at_warm or {}).get("inferences", 0)
         stop.set()
         thread.join(timeout=60)
         consumer.close()
@@ -97,6 +101,9 @@ def main() -> None:
         "inferences_per_s": round(count / args.seconds, 2),
         "latency_ms": percentiles(latencies),
         "backend_batch_ms": percentiles(model_latencies),
+        # the worker's own counters over the measured window
+        "backend_calls": calls,
+        "mean_batch": round(answered / calls, 2) if calls else None,
     }
     write_result(RESULTS, result)
     Console().print_json(json.dumps(result))

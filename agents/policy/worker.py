@@ -157,6 +157,8 @@ class PolicyWorker:
         self.infer_timeout_s = config.infer_timeout_s or settings.policy_infer_timeout_s
         self.stats = {
             "inferences": 0,
+            # inferences / backend_calls: the mean batch (a batch split by version is two calls)
+            "backend_calls": 0,
             "parse_errors": 0,
             "backend_errors": 0,  # requests answered without a reply: the backend failed
             "versions_refused": 0,
@@ -441,6 +443,7 @@ class PolicyWorker:
             ]
             # Evaluation measures the policy, not the exploration: greedy, whatever the settings.
             backend = greedy(serving.backend) if evaluation else serving.backend
+            self.stats["backend_calls"] += 1
             replies = self._generate(backend, requests)
             if len(replies) != len(requests):
                 raise RuntimeError(f"{len(replies)} replies to {len(requests)} requests")

@@ -98,6 +98,7 @@ def test_a_call_within_the_timeout_is_answered_with_its_reply():
     assert [e["action"] for e in events] == [CLICK, CLICK]
     assert [e["parse_error"] for e in events] == [None, None]
     assert worker.stats["timeouts"] == 0
+    assert (worker.stats["inferences"], worker.stats["backend_calls"]) == (2, 1)  # one batch
 
 
 def test_a_call_past_the_timeout_gets_one_error_per_request_and_its_late_reply_is_dropped():
