@@ -31,7 +31,10 @@ OUTAGE_GAP_S = 60.0
 # client can be left knowing no broker at all (it logs ``new leader-1 not found in cache``:
 # metadata names the node as a leader while the client no longer knows it; most likely because
 # librdkafka, since 2.10, drops every broker a metadata response leaves out, and a KRaft broker
-# just restarted and still fenced lists none: librdkafka issue 5301), and until it
+# just restarted and still fenced lists none: librdkafka issue 5301. Kafka's broker opens its
+# listeners only once its controller has answered that it is unfenced, so the window is short:
+# until the broker's own metadata has replayed that unfencing, slower on a loaded machine; a
+# longer broker heartbeat does not widen it), and until it
 # bootstraps again it reaches nothing: a consumer then fetches nothing and finds no coordinator,
 # and its partitions are fenced after the session timeout. Seen in a CI run (the policy worker
 # stuck over 4 minutes, its episodes aborted when their leases ran out) and in a reproduction by
