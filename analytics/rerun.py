@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from playwright.async_api import async_playwright
 
 from agents.browser.page_match import ScreenshotDifference, page_differences
-from agents.browser.session import EpisodeFailure, EpisodeSession
+from agents.browser.session import EpisodeFailure, EpisodeSession, step_error
 from agents.browser.url_policy import UrlPolicy
 from agents.browser.worker import BrowserWorkerConfig
 from analytics.errors import AnalyticsError
@@ -154,6 +154,7 @@ async def rerun_episode(
                     try:
                         error = await session.apply("navigate" if action is None else "act", op)
                         snapshot = await session.observe_for(op)
+                        error = step_error(error, snapshot)
                     except EpisodeFailure as failure:
                         stopped = f"step {step}: {failure.reason}"
                         break

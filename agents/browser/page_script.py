@@ -39,6 +39,10 @@ PAGE_STATE = """
 
 SETTLED = "() => document.readyState === 'complete' && window.__webgymNav !== true"
 
+# After the browser stopped a page's loading (a navigation cancelled), the document is not
+# leaving after all: clear its mark so the next action's settling does not wait on it.
+STOPPED = "() => { window.__webgymNav = false; }"
+
 # Numbers every visible, topmost interactive element; returns the marks table and, when asked,
 # draws the numbered boxes the set-of-marks prompt refers to (removed again after the screenshot).
 MARKS = """

@@ -1,8 +1,12 @@
 """One episode's browser: a fresh context and page, the URL policy, and observations.
 
 Two kinds of failure, kept apart as BrowserGym does: an action the page refuses becomes data
-(``Snapshot.action_error``) that the agent sees next step; a page that hangs, crashes or vanishes
-raises :class:`EpisodeFailure`, which ends only this episode (aborted, with the reason).
+(the action error, :func:`step_error`) that the agent sees next step; a page that hangs, crashes
+or vanishes raises :class:`EpisodeFailure`, which ends only this episode (aborted, with the
+reason). A page that loads slowly is the first kind: an action's page that has not loaded within
+the action's timeout is stopped, as the browser's Stop button does, and observed as it stands
+with the error saying so, as long as its renderer still answers (on a loaded machine a page of
+the practice web once took more than 10 s); only the episode's start page must load.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from agents.browser.page_script import (
     REMOVE_OVERLAY,
     SETTLED,
     SETUPS,
+    STOPPED,
 )
 from agents.browser.url_policy import UrlPolicy, host_of
 from infra.producer import now_ms
@@ -69,9 +74,15 @@ class Snapshot(PageCapture):
     """What the page shows after an operation, as the browser worker sends it."""
 
     marks: list[dict[str, Any]] | None
-    action_error: str | None
+    action_error: str | None  # what observing the page found (a load stopped, a dialog)
     timings_ms: dict[str, float]
     page_signals: dict[str, str] = field(default_factory=dict)
+
+
+def step_error(error: str | None, snapshot: Snapshot) -> str | None:
+    """A step's action error as its observation carries it: the operation's own (``apply``'s),
+    then what observing its page found."""
+    return "; ".join(filter(None, [error, snapshot.action_error])) or None
 
 
 def _navigated_away(error: BaseException) -> bool:
@@ -133,6 +144,7 @@ class EpisodeSession:
         self._action_timeout_ms = 10_000
         self._resolved: dict[str, str | None] = {}  # host name -> refusal (None: public)
         self._breach: str | None = None  # a refused redirect hop that was not stopped in time
+        self._cdp: CDPSession | None = None  # our DevTools session (_guard_redirects)
         page.on("crash", self._on_crash)
         page.on("request", self._on_request)
         page.on("framenavigated", self._on_frame_navigated)
@@ -164,15 +176,23 @@ class EpisodeSession:
     # -- operations ---------------------------------------------------------------------------
 
     async def navigate(self, url: str, timeout_ms: int) -> str | None:
-        """Open ``url``; a refused URL is an action error, a hang or crash an EpisodeFailure."""
+        """Open ``url`` as the episode's start page; a refused URL is an action error, a page
+        that does not load within ``timeout_ms``, hangs or crashes an EpisodeFailure."""
+        try:
+            return await self._open(url, timeout_ms)
+        except PlaywrightTimeout as exc:
+            raise EpisodeFailure(f"navigation timed out after {timeout_ms} ms: {url}") from exc
+
+    async def _open(self, url: str, timeout_ms: int) -> str | None:
+        """Open ``url``; raises PlaywrightTimeout when it does not load within ``timeout_ms``."""
         refusal = await self.refusal(url)
         if refusal:
             return refusal
         try:
             await self.page.goto(url, timeout=timeout_ms, wait_until="load")
             await self._read_state()
-        except PlaywrightTimeout as exc:
-            raise EpisodeFailure(f"navigation timed out after {timeout_ms} ms: {url}") from exc
+        except PlaywrightTimeout:
+            raise
         except PlaywrightError as exc:
             self._raise_if_gone(exc)
             failure = f"navigation failed: {_short(exc)}"
@@ -218,11 +238,13 @@ class EpisodeSession:
         return None
 
     async def act(self, action: dict[str, Any], timeout_ms: int) -> str | None:
-        """Perform one action; :meth:`observe` waits for any navigation it started."""
+        """Perform one action; :meth:`observe` waits for any navigation it started. An action
+        that does not complete within ``timeout_ms`` is an action error (a page it was loading
+        is stopped) unless the page's renderer no longer answers: an EpisodeFailure."""
         kind = action["kind"]
         try:
             if kind == "navigate":
-                return await self.navigate(action.get("url") or "", timeout_ms)
+                return await self._open(action.get("url") or "", timeout_ms)
             if kind == "go_back":
                 response = await self.page.go_back(timeout=timeout_ms, wait_until="load")
                 await self._read_state()
@@ -239,9 +261,11 @@ class EpisodeSession:
         except ActionRefused as exc:
             return str(exc)
         except (TimeoutError, PlaywrightTimeout) as exc:
-            if kind == "go_back":
-                raise EpisodeFailure(f"go_back timed out after {timeout_ms} ms") from exc
             self._raise_if_gone(exc)
+            if kind in ("navigate", "go_back") and not await self._stop_loading():
+                raise EpisodeFailure(
+                    f"page stopped answering: {kind} timed out after {timeout_ms} ms"
+                ) from exc
             return f"{kind} did not complete within {timeout_ms} ms"
         except PlaywrightError as exc:
             self._raise_if_gone(exc)
@@ -288,7 +312,7 @@ class EpisodeSession:
             url=self.page.url,
             title=title,
             marks=marks,
-            action_error=None,
+            action_error=self._take_notes(),
             timings_ms=timings,
             page_signals={str(k): str(v) for k, v in (signals or {}).items()},
         )
@@ -349,6 +373,28 @@ class EpisodeSession:
             await self.page.evaluate(REMOVE_OVERLAY)
         return image
 
+    async def _stop_loading(self) -> bool:
+        """Stop the page's loading as the browser's Stop button does (a navigation not yet
+        answered is cancelled, the page stays where it was) and read the page as it stands;
+        False when its renderer does not answer that read within ``PROBE_TIMEOUT_S`` (hung)."""
+        try:
+            if self._cdp is not None:
+                await asyncio.wait_for(self._cdp.send("Page.stopLoading"), PROBE_TIMEOUT_S)
+            for attempt in range(2):  # a document committed as it stopped: read the new one
+                try:
+                    await asyncio.wait_for(self.page.evaluate(STOPPED), PROBE_TIMEOUT_S)
+                    await asyncio.wait_for(self._read_state(), PROBE_TIMEOUT_S)
+                    return True
+                except PlaywrightError as exc:
+                    self._raise_if_gone(exc)
+                    if not _navigated_away(exc) or attempt:
+                        return False
+        except TimeoutError:
+            pass
+        except PlaywrightError as exc:
+            self._raise_if_gone(exc)
+        return False
+
     async def _answers(self) -> bool:
         """Does the page's renderer still run script (within ``PROBE_TIMEOUT_S``)?"""
         try:
@@ -407,9 +453,13 @@ class EpisodeSession:
         try:
             await self.page.wait_for_function(SETTLED, timeout=timeout_ms)
         except PlaywrightTimeout as exc:
-            raise EpisodeFailure(
-                f"page did not finish loading within {timeout_ms} ms: {self.page.url}"
-            ) from exc
+            if not await self._stop_loading():
+                raise EpisodeFailure(
+                    f"page stopped answering: it did not finish loading within {timeout_ms} ms:"
+                    f" {self.page.url}"
+                ) from exc
+            self._notes.append(f"the page did not finish loading within {timeout_ms} ms; stopped")
+            return
         await self._read_state()
 
     async def _read_state(self) -> dict[str, Any]:
@@ -504,7 +554,7 @@ class EpisodeSession:
         the policy refuses fails as blocked (the refusal becomes a note of the action), anything
         else goes on at once and the route decides as before.
         """
-        cdp = await self.context.new_cdp_session(self.page)
+        cdp = self._cdp = await self.context.new_cdp_session(self.page)
         cdp.on(
             "Fetch.requestPaused", lambda event: asyncio.ensure_future(self._on_paused(cdp, event))
         )

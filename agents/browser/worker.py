@@ -33,6 +33,7 @@ from agents.browser.session import (
     EpisodeSession,
     Snapshot,
     observation_record,
+    step_error,
 )
 from agents.browser.url_policy import UrlPolicy
 from infra.consumer import build_consumer, co_partitioned_group, commit_now
@@ -464,7 +465,8 @@ class BrowserWorker:
     ) -> tuple[str | None, Snapshot]:
         error = await held.session.apply(operation.kind, operation.record)
         timings[operation.kind] = (time.monotonic() - started) * 1000
-        return error, await held.session.observe_for(operation.record)
+        snapshot = await held.session.observe_for(operation.record)
+        return step_error(error, snapshot), snapshot
 
     async def _take_over(self, operation: Operation) -> HeldEpisode | None:
         """Rebuild, from the log, the page of an episode another worker served, to serve

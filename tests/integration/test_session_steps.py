@@ -1,11 +1,14 @@
 """The round trips a step saves, in real Chromium: a page without a signals convention is not
 asked for its signals, and scrolls where the mouse already is wheel without moving it; a
 navigation makes the session forget both, and the page still scrolls as asked every step. A
-MiniWoB++ page (which has the convention) reports its signals every step."""
+MiniWoB++ page (which has the convention) reports its signals every step. And a page an action
+opens that does not load within the action's timeout: stopped where it was, the agent told so,
+the episode going on."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -30,6 +33,7 @@ def served(tmp_path_factory):
     root = tmp_path_factory.mktemp("pages")
     for name in ("one", "two"):
         (root / f"{name}.html").write_text(TALL.format(name))
+    (root / "three.html").write_text(SLOW_IMAGE)
     settings = load_settings()
     server = PracticeWebServer(
         generate_sites(count=1),
@@ -118,3 +122,40 @@ def test_a_miniwob_page_reports_its_signals_every_step(served):
     seen, reads = in_session(served, url, body)
     assert reads == 3
     assert all(s["utterance"] and s["done"] == "false" for s in seen)
+
+
+SLOW_MS = 4000  # how long the server takes to answer the slow page; the actions wait 1000 ms
+# A page that commits at once but whose load waits on an image the server answers late.
+SLOW_IMAGE = f"<!doctype html><title>three</title><img src='/__webgym/slow?ms={SLOW_MS}'>three"
+LINK = (
+    "document.body.insertAdjacentHTML('afterbegin', '<a href=\"/three.html\" style=\""
+    "position:fixed;left:0;top:0;width:400px;height:200px;display:block\">three</a>')"
+)
+
+
+def test_a_page_that_loads_too_slowly_is_stopped_and_the_agent_told(served):
+    one, three = f"http://{PAGES}/one.html", f"http://{PAGES}/three.html"
+
+    async def body(session: EpisodeSession, counted: Counted):
+        assert await session.navigate(one, 30_000) is None
+        started = time.monotonic()
+        slow = {"kind": "navigate", "url": f"http://{PAGES}/__webgym/slow?ms={SLOW_MS}"}
+        typed = await session.act(slow, 1000)
+        typed_page = await session.observe(False, "jpeg")
+        await session.page.evaluate(LINK)
+        assert await session.act({"kind": "left_click", "x": 100, "y": 100}, 1000) is None
+        clicked_page = await session.observe(False, "jpeg")
+        await asyncio.sleep(max(0.0, SLOW_MS / 1000 + 0.5 - (time.monotonic() - started)))
+        later = await session.observe(False, "jpeg")
+        return typed, typed_page, clicked_page, later
+
+    typed, typed_page, clicked_page, later = in_session(served, one, body)
+    # The typed URL's server has not answered in time: the navigation is cancelled, the page
+    # stays where it was, and the agent reads why.
+    assert typed == "navigate did not complete within 1000 ms"
+    assert (typed_page.url, typed_page.title, typed_page.action_error) == (one, "one", None)
+    # The followed link's page showed up but its image had not loaded: observed as it stands.
+    assert (clicked_page.url, clicked_page.title) == (three, "three")
+    assert clicked_page.action_error == "the page did not finish loading within 1000 ms; stopped"
+    # Stopped, not left loading: the slow answers that came since changed nothing.
+    assert (later.url, later.title, later.action_error) == (three, "three", None)

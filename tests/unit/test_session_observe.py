@@ -4,7 +4,9 @@ the episode, a bounded number of times; any other browser error still fails the 
 round trips a step saves: no signals read from a document without a convention, no mouse move
 before a scroll where the mouse already is; both forgotten on a navigation. And a capture that
 times out: taken again once if the renderer still runs script, else the episode fails, saying
-where Playwright waited."""
+where Playwright waited. And a page that does not load within an action's timeout: stopped and
+observed with an action error saying so while its renderer answers, else the episode fails; the
+episode's start page must load."""
 
 from __future__ import annotations
 
@@ -15,8 +17,13 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 
 from agents.browser.actions import SCROLL_SETTLED
-from agents.browser.page_script import PAGE_SIGNALS, PAGE_STATE
-from agents.browser.session import OBSERVE_ATTEMPTS, EpisodeFailure, EpisodeSession
+from agents.browser.page_script import PAGE_SIGNALS, PAGE_STATE, STOPPED
+from agents.browser.session import (
+    OBSERVE_ATTEMPTS,
+    EpisodeFailure,
+    EpisodeSession,
+    step_error,
+)
 from agents.browser.url_policy import UrlPolicy
 
 STALLED = (
@@ -69,9 +76,21 @@ class FakePage:
         self.probes = 0
         self.settles = 0
         self.signal_reads = 0
+        self.slow_loads = 0  # this many page loads (goto, settle) time out first
+        self.stopped = 0  # the documents told their loading was stopped (STOPPED)
+
+    def _load(self, call: str, timeout) -> None:
+        if self.slow_loads:
+            self.slow_loads -= 1
+            raise PlaywrightTimeout(f"{call}: Timeout {timeout}ms exceeded.")
 
     async def goto(self, url, **options) -> None:
+        self._load("Page.goto", options["timeout"])
         self.url = url
+
+    async def go_back(self, **options):
+        self._load("Page.go_back", options["timeout"])
+        return {}
 
     def on(self, event, handler) -> None:
         pass
@@ -91,6 +110,7 @@ class FakePage:
 
     async def wait_for_function(self, script, timeout) -> None:
         self.settles += 1
+        self._load("Page.wait_for_function", timeout)
 
     async def evaluate(self, script, *args):
         if script == "1":
@@ -98,7 +118,14 @@ class FakePage:
             if self.hung:
                 await asyncio.sleep(3600)
             return 1
+        if script == STOPPED:
+            if self.hung:
+                await asyncio.sleep(3600)
+            self.stopped += 1
+            return None
         if script == PAGE_STATE:
+            if self.hung:
+                await asyncio.sleep(3600)
             return {
                 "nav": False,
                 "ready": "complete",
@@ -117,8 +144,17 @@ class FakePage:
         raise AssertionError(f"unexpected script {script[:40]}")
 
 
+class FakeDevTools:
+    def __init__(self):
+        self.sent: list[str] = []
+
+    async def send(self, method, params=None) -> dict:
+        self.sent.append(method)
+        return {}
+
+
 def session_of(page: FakePage) -> EpisodeSession:
-    return EpisodeSession(
+    session = EpisodeSession(
         "ep-1",
         FakeContext(),
         page,
@@ -126,6 +162,8 @@ def session_of(page: FakePage) -> EpisodeSession:
         {"width": 1280, "height": 768},
         80,
     )
+    session._cdp = FakeDevTools()
+    return session
 
 
 def observe(page: FakePage):
@@ -232,3 +270,84 @@ def test_a_capture_that_stalls_on_a_hung_renderer_fails_after_the_probe(monkeypa
     with pytest.raises(EpisodeFailure, match="page stopped answering: Page.screenshot: Timeout"):
         observe(page)
     assert (page.screenshots, page.probes) == (1, 1)
+
+
+@pytest.mark.parametrize(
+    "action", [{"kind": "navigate", "url": "http://shop.webgym.test/slow"}, {"kind": "go_back"}]
+)
+def test_an_action_whose_page_loads_too_slowly_is_stopped_and_an_action_error(action):
+    page = FakePage(wob=False)
+    page.slow_loads = 1
+    session = session_of(page)
+
+    async def run():
+        error = await session.act(action, 1000)
+        return error, await session.observe(False, "jpeg")
+
+    error, snapshot = asyncio.run(run())
+    assert error == f"{action['kind']} did not complete within 1000 ms"
+    assert session._cdp.sent == ["Page.stopLoading"] and page.stopped == 1
+    assert snapshot.screenshot == b"jpeg 1" and snapshot.action_error is None
+
+
+@pytest.mark.parametrize(
+    "action", [{"kind": "navigate", "url": "http://shop.webgym.test/slow"}, {"kind": "go_back"}]
+)
+def test_an_action_whose_page_hangs_its_renderer_fails_the_episode(monkeypatch, action):
+    monkeypatch.setattr("agents.browser.session.PROBE_TIMEOUT_S", 0.05)
+    page = FakePage(wob=False)
+    page.slow_loads, page.hung = 1, True
+    with pytest.raises(
+        EpisodeFailure, match=f"page stopped answering: {action['kind']} timed out after 1000 ms"
+    ):
+        asyncio.run(session_of(page).act(action, 1000))
+
+
+def test_the_start_page_must_load_in_time():
+    page = FakePage(wob=False)
+    page.slow_loads = 1
+    session = session_of(page)
+    with pytest.raises(EpisodeFailure, match="navigation timed out after 1000 ms: http://shop"):
+        asyncio.run(session.navigate("http://shop.webgym.test/", 1000))
+    assert session._cdp.sent == []
+
+
+def test_a_page_an_action_opened_that_does_not_finish_loading_is_observed_stopped():
+    page = FakePage(wob=False)
+    session = session_of(page)
+
+    async def run():
+        assert await session.act(SCROLL, 1000) is None
+        session._on_frame_navigated(page.main_frame)  # the action followed a link
+        page.slow_loads = 1
+        return await session.observe(False, "jpeg")
+
+    snapshot = asyncio.run(run())
+    assert snapshot.action_error == "the page did not finish loading within 1000 ms; stopped"
+    assert session._cdp.sent == ["Page.stopLoading"]
+    assert snapshot.screenshot == b"jpeg 2"  # taken again once the page was stopped
+    assert step_error("click failed", snapshot) == f"click failed; {snapshot.action_error}"
+    assert step_error(None, snapshot) == snapshot.action_error
+
+
+def test_a_page_an_action_opened_whose_renderer_hangs_fails_the_episode(monkeypatch):
+    monkeypatch.setattr("agents.browser.session.PROBE_TIMEOUT_S", 0.05)
+    page = FakePage(wob=False)
+    session = session_of(page)
+
+    async def run():
+        assert await session.act(SCROLL, 1000) is None
+        session._on_frame_navigated(page.main_frame)
+        page.slow_loads = 1
+        await session.observe(False, "jpeg")
+
+    settle = page.wait_for_function
+
+    async def hang_while_loading(script, timeout):
+        page.hung = True  # the new page's script stops answering while it loads
+        await settle(script, timeout)
+
+    page.wait_for_function = hang_while_loading
+
+    with pytest.raises(EpisodeFailure, match="page stopped answering: it did not finish loading"):
+        asyncio.run(run())
