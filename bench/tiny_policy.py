@@ -207,7 +207,7 @@ def success_table(episodes: list[Episode]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--train-seeds", type=int, default=80, help="teacher episodes per task")
-    parser.add_argument("--heldout-seeds", type=int, default=20, help="held-out episodes per task")
+    parser.add_argument("--heldout-seeds", type=int, default=10, help="held-out episodes per task")
     parser.add_argument("--samples", type=int, default=3200, help="samples to train in all")
     parser.add_argument("--batch", type=int, default=8, help="samples per optimiser step")
     parser.add_argument("--lr", type=float, default=1e-3, help="learning rate (full fine-tuning)")
