@@ -14,11 +14,23 @@ from agents.policy.tiny_model import build_tiny_vl_model
 from commands.errors import console, user_errors
 from commands.learning import checkpoint_exists
 from commands.options import FreshPerStep, PublishEvery, ReplayPerStep
+from infra.niceness import yield_cpu
 from infra.settings import SettingsError, load_settings
 from learner.loop import Learner, LearnerConfig, LearnerError
 from learner.trainer import TrainerConfig
 
 model_app = typer.Typer(help="Model checkpoints.", no_args_is_help=True)
+
+CPU_LEARNER_NICE = 19
+
+
+def learner_niceness(setting: int | None, device: str) -> int:
+    """The learner's niceness: ``WEBGYM_LEARNER_NICE`` when set; else :data:`CPU_LEARNER_NICE`
+    when it trains on a CPU, where its steps would take the cores the rollouts need, and 0 on a
+    GPU, whose feeding threads should not wait."""
+    if setting is not None:
+        return setting
+    return 0 if device.startswith("cuda") else CPU_LEARNER_NICE
 
 
 @user_errors
@@ -78,7 +90,8 @@ def learner(
     the policy saw and said them. Every --publish-every optimiser steps it writes the weights and
     a manifest to MinIO (policies/<name>/v<N>/), announces them on webgym.policy.versions, and
     only then commits its offsets; killed at any point, it resumes from the last announced
-    version. Ctrl-C publishes what is trained, then stops.
+    version. Ctrl-C publishes what is trained, then stops. On a CPU every thread of it runs at
+    niceness 19 (WEBGYM_LEARNER_NICE), so the rollouts beside it never wait on its steps.
     """
 
     logging.basicConfig(
@@ -114,6 +127,8 @@ def learner(
             f"--model {model}: no such checkpoint directory (nor a model id in the local Hugging "
             "Face cache); build a small one with `webgym model tiny DIR`"
         )
+    nice = learner_niceness(settings.learner_nice, device)
+    yield_cpu(nice)  # before the model loads: every thread torch starts inherits it
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -123,7 +138,8 @@ def learner(
         raise SettingsError(f"cannot start the learner: {exc}") from exc
     console.print(
         f"learner for policy [bold]{policy_name}[/] from {model} "
-        f"({'LoRA rank ' + str(lora_rank) if lora_rank else 'full fine-tuning'}, {device}) "
+        f"({'LoRA rank ' + str(lora_rank) if lora_rank else 'full fine-tuning'}, {device}, "
+        f"niceness {nice}) "
         f"on {settings.topic('trajectories.success')}. Ctrl-C to stop."
     )
     try:

@@ -31,6 +31,7 @@ class ProcStat:
     children_cpu_s: float  # of its children that exited and were waited for
     start_ticks: int  # when it started, in clock ticks after boot: with pid, its identity
     rss_bytes: int
+    nice: int = 0  # of the thread the line is for (a process's: its main thread's)
 
 
 def parse_stat(pid: int, text: str) -> ProcStat:
@@ -46,6 +47,7 @@ def parse_stat(pid: int, text: str) -> ProcStat:
         children_cpu_s=(ticks[2] + ticks[3]) / CLOCK_TICKS,
         start_ticks=int(fields[19]),
         rss_bytes=int(fields[21]) * PAGE_BYTES,
+        nice=int(fields[16]),
     )
 
 
@@ -56,6 +58,22 @@ def read_stat(pid: int) -> ProcStat | None:
     except (OSError, ValueError, IndexError):
         return None
     return None if stat.state == "Z" else stat
+
+
+def thread_stats(pid: int) -> list[ProcStat]:
+    """Each live thread's stat line of process ``pid`` (``/proc/<pid>/task/<tid>/stat``, ``pid``
+    the thread id): empty when the process is gone."""
+    try:
+        tids = [int(t) for t in os.listdir(PROC / str(pid) / "task")]
+    except OSError:
+        return []
+    stats = []
+    for tid in tids:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            stat = parse_stat(tid, (PROC / str(pid) / "task" / str(tid) / "stat").read_text())
+            if stat.state != "Z":
+                stats.append(stat)
+    return stats
 
 
 def all_stats() -> dict[int, ProcStat]:

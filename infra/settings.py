@@ -186,6 +186,14 @@ class Settings(BaseSettings):
         "sends it: 0 sends at once (least latency per hop); a few ms lets the outputs of one "
         "input, its table row and other episodes' events share one produce request",
     )
+    learner_nice: int | None = Field(
+        None,
+        ge=0,
+        le=19,
+        description="niceness of every thread of the learner; unset: 19 when it trains on a CPU "
+        "(the rollouts' browsers, workers and broker run first, so they never wait on its "
+        "optimiser steps; alone on the machine it still gets every idle core), 0 on a GPU",
+    )
     learner_hold_at: Literal["after-step", "mid-upload", "after-announce"] | None = Field(
         None,
         description="crash tests only: the learner stops and waits to be killed at this point",

@@ -16,6 +16,7 @@ from collections import Counter
 
 from commands.children import Child, settings_env
 from infra.minio_store import build_minio
+from infra.processes import thread_stats
 from infra.weights import read_manifest, stored_versions
 from tests.chaos.conftest import Fault, assert_none_aborted, chaos_options, chaos_run
 from tests.e2e.test_learner import _check_manifest, _committed, _versions
@@ -42,6 +43,7 @@ def test_a_learner_killed_mid_upload_announces_no_partial_version(
     manifest_at_kill: list[str] = []
     committed_at_kill: list[dict[int, int]] = []
     replacement: list[Child] = []
+    learner_nices: list[set[int]] = []
 
     def strike(summary, children):
         learner = children["learner"]
@@ -69,6 +71,10 @@ def test_a_learner_killed_mid_upload_announces_no_partial_version(
         # It re-reads what the killed one never committed; its first version must come whatever
         # is left of the run (episodes keep going while this waits).
         restarted.wait_for("published default v1", 300)
+        # Training on the CPU, every thread of it (torch's too) yields to the rollouts: without
+        # that, its catch-up on the backlog the kill left starved the browsers (CI: page loads
+        # timed out, three episodes aborted).
+        learner_nices.append({t.nice for t in thread_stats(restarted.process.pid)})
 
     options = chaos_options(
         "lk", episodes=EPISODES, error_rate=0.0, seed=6, stall_timeout_s=300.0,
@@ -78,6 +84,7 @@ def test_a_learner_killed_mid_upload_announces_no_partial_version(
     assert fault.struck_ms, "the learner never reached its first upload"
     assert ended_at_kill[0] < EPISODES, "the learner was killed after the rollouts ended"
     assert_none_aborted(result, EPISODES)  # the rollouts never wait on the learner
+    assert learner_nices == [{19}], learner_nices
 
     # At the kill: the weights of its first version stored, but not its manifest; no event
     # announced them and the killed learner committed no offset.

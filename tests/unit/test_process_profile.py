@@ -157,11 +157,12 @@ def test_the_profiler_and_the_bench_helpers_are_not_the_pipeline_s_cost():
 
 
 def test_proc_stat_is_parsed_whatever_the_command_name_holds():
-    fields = ["S", "42"] + ["0"] * 9 + ["300", "100", "50", "50"] + ["0"] * 4 + ["777", "0", "25"]
+    times = ["300", "100", "50", "50"]  # utime, stime, cutime, cstime
+    fields = ["S", "42"] + ["0"] * 9 + times + ["39", "19", "1", "0"] + ["777", "0", "25"]
     stat = parse_stat(9, f"9 (we) ird (name)) {' '.join(fields)}")
     assert stat.ppid == 42 and stat.state == "S" and stat.start_ticks == 777
     assert stat.cpu_s == 400 / CLOCK_TICKS and stat.children_cpu_s == 100 / CLOCK_TICKS
-    assert stat.rss_bytes == 25 * PAGE_BYTES
+    assert stat.rss_bytes == 25 * PAGE_BYTES and stat.nice == 19
 
 
 def test_this_process_is_read_from_proc_and_found_below_its_parent():
