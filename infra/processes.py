@@ -51,29 +51,30 @@ def parse_stat(pid: int, text: str) -> ProcStat:
     )
 
 
-def read_stat(pid: int) -> ProcStat | None:
-    """The process's stat, or ``None`` if it is gone (a zombie has exited already)."""
+def _live_stat(pid: int, path: Path) -> ProcStat | None:
+    """The stat line at ``path`` parsed under ``pid``, or ``None`` if it is gone or a zombie's."""
     try:
-        stat = parse_stat(pid, (PROC / str(pid) / "stat").read_text())
+        stat = parse_stat(pid, path.read_text())
     except (OSError, ValueError, IndexError):
         return None
     return None if stat.state == "Z" else stat
 
 
+def read_stat(pid: int) -> ProcStat | None:
+    """The process's stat, or ``None`` if it is gone (a zombie has exited already)."""
+    return _live_stat(pid, PROC / str(pid) / "stat")
+
+
 def thread_stats(pid: int) -> list[ProcStat]:
     """Each live thread's stat line of process ``pid`` (``/proc/<pid>/task/<tid>/stat``, ``pid``
     the thread id): empty when the process is gone."""
+    task = PROC / str(pid) / "task"
     try:
-        tids = [int(t) for t in os.listdir(PROC / str(pid) / "task")]
+        tids = [int(t) for t in os.listdir(task)]
     except OSError:
         return []
-    stats = []
-    for tid in tids:
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            stat = parse_stat(tid, (PROC / str(pid) / "task" / str(tid) / "stat").read_text())
-            if stat.state != "Z":
-                stats.append(stat)
-    return stats
+    stats = (_live_stat(tid, task / str(tid) / "stat") for tid in tids)
+    return [stat for stat in stats if stat is not None]
 
 
 def all_stats() -> dict[int, ProcStat]:
