@@ -20,7 +20,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agents.policy.tiny_model import build_tiny_vl_model
 from analytics.evaluation import interval
 from commands.eval_run import EvalOptions, Evaluator
 from commands.local_run import LocalLoop, RunFailed, RunFollower, RunOptions
@@ -172,6 +171,8 @@ def run_learning(
     model = options.model
     if model is None:
         report("building the tiny Qwen-VL base model...")
+        from agents.policy.tiny_model import build_tiny_vl_model  # transformers: only to build
+
         model = str(build_tiny_vl_model(work / "model"))
     tasks = miniwob.instance_sets(options.pages, options.train_seeds, options.heldout_seeds, prefix)
     scalars = ScalarLog(Path(options.tensorboard) / "eval" if options.tensorboard else None)

@@ -10,14 +10,11 @@ from typing import Annotated
 
 import typer
 
-from agents.policy.tiny_model import build_tiny_vl_model
+from commands.checkpoints import checkpoint_exists
 from commands.errors import console, user_errors
-from commands.learning import checkpoint_exists
 from commands.options import FreshPerStep, PublishEvery, ReplayPerStep
 from infra.niceness import yield_cpu
 from infra.settings import SettingsError, load_settings
-from learner.loop import Learner, LearnerConfig, LearnerError
-from learner.trainer import TrainerConfig
 
 model_app = typer.Typer(help="Model checkpoints.", no_args_is_help=True)
 
@@ -98,6 +95,16 @@ def learner(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     settings = load_settings()
+    if not checkpoint_exists(model):
+        raise SettingsError(
+            f"--model {model}: no such checkpoint directory (nor a model id in the local Hugging "
+            "Face cache); build a small one with `webgym model tiny DIR`"
+        )
+    nice = learner_niceness(settings.learner_nice, device)
+    yield_cpu(nice)  # before PyTorch loads: every thread it starts inherits it
+    from learner.loop import Learner, LearnerConfig, LearnerError  # PyTorch: once the model exists
+    from learner.trainer import TrainerConfig
+
     config = LearnerConfig(
         policy_name=policy_name,
         group_id=group,
@@ -122,13 +129,6 @@ def learner(
         device=device,
         gradient_checkpointing=gradient_checkpointing,
     )
-    if not checkpoint_exists(model):
-        raise SettingsError(
-            f"--model {model}: no such checkpoint directory (nor a model id in the local Hugging "
-            "Face cache); build a small one with `webgym model tiny DIR`"
-        )
-    nice = learner_niceness(settings.learner_nice, device)
-    yield_cpu(nice)  # before the model loads: every thread torch starts inherits it
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -165,5 +165,7 @@ def model_tiny(
 
     if out.exists() and not out.is_dir():
         raise SettingsError(f"{out} is a file, not a directory; give a directory to write to")
+    from agents.policy.tiny_model import build_tiny_vl_model  # transformers: only to build
+
     path = build_tiny_vl_model(out, seed=seed)
     console.print(f"tiny Qwen-VL checkpoint written to {path}")

@@ -10,12 +10,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from huggingface_hub import try_to_load_from_cache
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from analytics.evaluation import curve
-from analytics.plots import write_learning_curve
+from commands.checkpoints import checkpoint_exists
 from commands.children import stop_cleanly_on_sigterm
 from commands.errors import user_errors
 from commands.eval_run import EvalOptions, Evaluator
@@ -35,17 +34,6 @@ experiment_app = typer.Typer(
     no_args_is_help=True,
 )
 LEARNING_JSON = Path("bench/results/learning.json")
-
-
-def checkpoint_exists(model: str) -> bool:
-    """A checkpoint directory, or a model id whose config is in the local Hugging Face cache."""
-    if Path(model).exists():
-        return True
-
-    try:
-        return isinstance(try_to_load_from_cache(model, "config.json"), str)
-    except ValueError:  # not even a valid model id
-        return False
 
 
 def parse_versions(text: str) -> list[int] | str:
@@ -258,6 +246,8 @@ def _write_outputs(rows: list[dict[str, Any]], out: Path | None, plot: Path | No
         out.write_text(json.dumps(points, indent=2) + "\n")
         console.print(f"wrote {out}")
     if plot:
+        from analytics.plots import write_learning_curve  # matplotlib: only for a plot
+
         write_learning_curve(points, plot, title)
         console.print(f"wrote {plot}")
 
@@ -326,6 +316,8 @@ def experiment_learn(
     stop_cleanly_on_sigterm()
     result = run_learning(settings, options, report=console.print)
     write_result(out, result, produced_by=produced_by)
+
+    from analytics.plots import write_learning_curve  # matplotlib: only for the plot
 
     picture = plot or out.with_suffix(".png")
     write_learning_curve(

@@ -18,6 +18,8 @@ import click
 import typer
 from typer.core import TyperGroup
 
+from commands.errors import user_errors
+
 # name -> "module:attribute" (a function is a command, a Typer app is a group), in help order.
 COMMANDS: dict[str, str] = {
     # The local stack and the main job.
@@ -49,8 +51,6 @@ COMMANDS: dict[str, str] = {
 
 def load_command(name: str) -> click.Command:
     """Import the command's module and build its click command (errors sorted for functions)."""
-    from commands.errors import user_errors  # the known errors import most layers: only to run
-
     module, attribute = COMMANDS[name].split(":")
     target = getattr(importlib.import_module(module), attribute)
     if isinstance(target, typer.Typer):

@@ -10,8 +10,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from agents.policy.main import BACKENDS
+from commands.checkpoints import checkpoint_exists
 from commands.errors import console, user_errors
-from commands.learning import checkpoint_exists
 from commands.local_run import RunOptions, run_local
 from infra.provenance import write_result
 from infra.settings import SettingsError, load_settings

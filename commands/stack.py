@@ -9,7 +9,6 @@ import typer
 from rich.table import Table
 
 from commands.errors import console, user_errors
-from commands.smoke import run_smoke
 from infra import stack
 from infra.settings import load_settings
 from infra.topic_admin import BrokerUnreachable, create_topics, view_cluster
@@ -124,6 +123,7 @@ def smoke() -> None:
     A Chromium screenshot of a local page, carried as an observation event through Kafka and a
     consumer group, and stored in MinIO; any mismatch fails with a non-zero exit.
     """
+    from commands.smoke import run_smoke  # Playwright: only for the smoke test, not for up/down
 
     settings = load_settings()
     with console.status("starting the local stack...") as spinner:

@@ -7,19 +7,8 @@ from typing import Annotated
 
 import typer
 
-from agents.browser.main import run_browser_worker
-from agents.browser.worker import BrowserWorkerConfig
-from agents.policy.main import (
-    BackendOptions,
-    backend_factory,
-    base_model_of,
-    run_policy_worker,
-    serving_shape,
-)
-from agents.policy.worker import PolicyWorkerConfig
 from commands.errors import user_errors
 from commands.options import ConsumerGroup
-from infra.chromium import launch_options
 from infra.settings import SettingsError, load_settings
 from infra.topic_admin import (
     require_partition_counts,
@@ -60,6 +49,10 @@ def worker_browser(
     as many workers as you like, on any host: partitions (and so episodes) spread over them.
     Practice-web hosts (*.webgym.test) resolve to WEBGYM_PRACTICE_WEB_ADDRESS.
     """
+    # Each worker imports only its own side: a policy worker never loads Playwright.
+    from agents.browser.main import run_browser_worker
+    from agents.browser.worker import BrowserWorkerConfig
+    from infra.chromium import launch_options
 
     settings = load_settings()
     launch_options(settings)  # a missing Chromium is refused now, not at the first episode
@@ -183,6 +176,14 @@ def worker_policy(
     at a drawn step; `--sync-batch 32` steps batches of 32 episodes in lock-step. A backend call
     slower than `--infer-timeout` is answered with errors, and the orchestrator asks again.
     """
+    from agents.policy.main import (
+        BackendOptions,
+        backend_factory,
+        base_model_of,
+        run_policy_worker,
+        serving_shape,
+    )
+    from agents.policy.worker import PolicyWorkerConfig
 
     settings = load_settings()
     if infer_timeout is not None and infer_timeout <= 0:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import socket
+import subprocess
+import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -48,6 +51,25 @@ def test_help(command):
     assert result.exit_code == 0
     assert "Usage" in result.output
     assert len(result.output.split()) > 12  # a description, not just the usage line
+
+
+# Each takes seconds to import: a command loads them when it does the work that needs them.
+HEAVY = ("torch", "transformers", "matplotlib")
+
+
+def test_no_command_loads_pytorch_transformers_or_matplotlib_to_start():
+    """`webgym run` imported PyTorch and transformers for a helper (14 s of CPU before anything
+    ran); every command is built here, in a fresh interpreter, and none of them may."""
+    script = (
+        "import json, sys\n"
+        "from commands.main import COMMANDS, load_command\n"
+        "for name in COMMANDS:\n"
+        "    load_command(name)\n"
+        f"print(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout) == []
 
 
 def _closed_port() -> int:
