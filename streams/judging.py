@@ -17,16 +17,11 @@ import logging
 from typing import Any
 
 from infra.log_reader import EventUnavailable, OffsetFetcher
-from infra.openai_client import (
-    CONFIGURATION_ERRORS,  # the endpoint refuses us, not the trajectory
-    ChatEndpoint,
-)
 from infra.screenshot_store import ScreenshotStore
 from infra.settings import Settings
 from schemas.event_ids import episode_event_id
 from sites.verifier import JUDGE_NAME, JUDGE_VERSION, SiteCatalogues, verify
 from streams.judges import Judge, Score
-from streams.judges.llm import LLMRubricJudge
 from tasks.miniwob import JUDGE_NAME as MINIWOB_JUDGE_NAME
 from tasks.miniwob import JUDGE_VERSION as MINIWOB_JUDGE_VERSION
 from tasks.miniwob import page_reward
@@ -105,6 +100,10 @@ class Judging:
         self.miniwob = MiniWoBJudge()
         self.llm: Judge | None = None
         if settings.judge_base_url and settings.judge_model:
+            # The OpenAI SDK takes a second to import: only a worker with an LLM judge loads it.
+            from infra.openai_client import ChatEndpoint
+            from streams.judges.llm import LLMRubricJudge
+
             key = settings.judge_api_key.get_secret_value() if settings.judge_api_key else None
             endpoint = ChatEndpoint(
                 settings.judge_base_url,
@@ -154,7 +153,9 @@ class Judging:
                 return Score.error(judge.name, judge.version, f"screenshots unavailable: {error}")
         try:
             return await judge.score(task, trajectory, screenshots)
-        except CONFIGURATION_ERRORS as error:
+        except Exception as error:
+            if judge is not self.llm or not _refuses_us(error):
+                raise
             # The judge refuses us (key, permission, model name): every trajectory would fail
             # the same way. Record it on the score, where `webgym rescore` can redo it, and say
             # loudly what to fix; the stream itself goes on.
@@ -179,6 +180,14 @@ class Judging:
             if len(shots) == k:
                 break
         return shots[::-1]
+
+
+def _refuses_us(error: Exception) -> bool:
+    """Whether the LLM judge's endpoint refuses us (key, permission, model name), not the
+    trajectory; asked only of the LLM judge, which has loaded the client already."""
+    from infra.openai_client import CONFIGURATION_ERRORS
+
+    return isinstance(error, CONFIGURATION_ERRORS)
 
 
 def scored_event(trajectory: dict[str, Any], score: Score, block_reason: str | None) -> dict:
