@@ -53,6 +53,9 @@ UNKNOWN_END = 2**62  # an end not known: every operation is below it
 
 GROUP_ID = "webgym-browser"
 TERMINAL_MEMORY = 100_000  # episode ids remembered as over, to ignore their late operations
+# A hand-over waits this long for each cancelled episode and each context to close; what takes
+# longer is left behind and named in the log, so a revoke never holds the group for a minute.
+HAND_OVER_WAIT_S = 10.0
 # The event type each consumed topic carries, from the topic table.
 EXPECTED_TYPES = {
     "navigate": event_type("ops.navigate"),
@@ -104,6 +107,31 @@ class Operation:
     offset: int
     received_ms: int  # wall clock, comparable with the producer's ts
     received: float  # monotonic, for durations inside this worker
+
+
+def awaiting(task: asyncio.Task) -> str:
+    """Where ``task`` waits: each coroutine of its await chain as ``name:line``, outermost
+    first, then the type of what the innermost awaits when that is not a coroutine (such as a
+    future's iterator)."""
+    steps, awaited = [], task.get_coro()
+    while getattr(awaited, "cr_frame", None) is not None:
+        steps.append(f"{awaited.cr_code.co_name}:{awaited.cr_frame.f_lineno}")
+        awaited = awaited.cr_await
+    if awaited is not None:
+        steps.append(type(awaited).__name__)
+    return " > ".join(steps) or "not started"
+
+
+async def stop_all(tasks: list[asyncio.Task], timeout_s: float) -> list[str]:
+    """Cancel ``tasks`` and wait for them, ``timeout_s`` at most; returns where each one still
+    running waits (:func:`awaiting`): a task that swallowed its cancellation, or one finishing
+    a step it cannot leave."""
+    for task in tasks:
+        task.cancel()
+    if not tasks:
+        return []
+    _, running = await asyncio.wait(tasks, timeout=timeout_s)
+    return [awaiting(task) for task in running]
 
 
 class BrowserWorker:
@@ -706,24 +734,42 @@ class BrowserWorker:
         owner gets them. The contexts held on those partitions close without a failure
         observation, and the episodes are not remembered as ended (the partitions may come
         back). Returns once every observation already produced is acknowledged (30 s at most),
-        so the next owner finds them in the log.
+        so the next owner finds them in the log. An episode that does not stop, or a context that
+        does not close, within :data:`HAND_OVER_WAIT_S` is left behind and named in the log: the
+        revoke holds the partitions' next owner until it returns.
         """
         self.last_taken.forget(partitions)  # their next operations may follow another's
-        cancelled = []
+        runners = []
         for episode_id, partition in list(self._queue_partition.items()):
             if partition in partitions:
                 runner = self._runners.pop(episode_id, None)
                 self._queues.pop(episode_id, None)
                 self._queue_partition.pop(episode_id, None)
                 if runner is not None:
-                    runner.cancel()
-                    cancelled.append(runner)
-        await asyncio.gather(*cancelled, return_exceptions=True)
+                    runners.append(runner)
+        for where in await stop_all(runners, HAND_OVER_WAIT_S):
+            log.warning(
+                "hand-over of %s: a cancelled episode still runs after %.0f s, at %s; left behind",
+                sorted(partitions),
+                HAND_OVER_WAIT_S,
+                where,
+            )
         for episode_id, held in list(self.held.items()):
             if held.partition in partitions:
                 del self.held[episode_id]
-                await held.session.close()
-                await self.pool.release(held.browser)
+                for step, closing in (
+                    ("its browser context", held.session.close),
+                    ("its browser's release", lambda held=held: self.pool.release(held.browser)),
+                ):
+                    try:
+                        await asyncio.wait_for(closing(), HAND_OVER_WAIT_S)
+                    except TimeoutError:
+                        log.warning(
+                            "hand-over of episode %s: %s did not finish within %.0f s; left behind",
+                            episode_id,
+                            step,
+                            HAND_OVER_WAIT_S,
+                        )
         await asyncio.to_thread(self.producer.flush, 30)
 
     def _delivery_callback(self, tp: tuple[str, int], offset: int):
