@@ -216,6 +216,10 @@ def empty_sets(record: dict[str, Any], tasks: list[Task]) -> list[str]:
 
 
 def started_events(state: dict[str, Any], picked: list[Picked], now_ms: int) -> list[Output]:
+    """The ``started`` events of the episodes just picked; the time each started is kept with
+    it, so a redelivered input re-sends events equal to these, whenever it comes again."""
+    for p in picked:
+        state["tasks_of"][p.episode_id]["started_ts"] = now_ms
     return [_started(state, p.episode_id, now_ms, p.task) for p in picked]
 
 
@@ -416,7 +420,7 @@ def _started(
             "event_id": episode_event_id(episode_id, "started"),
             "episode_id": episode_id,
             "step": 0,
-            "ts": now_ms,
+            "ts": info.get("started_ts", now_ms),  # a row from before started_ts: now
             "kind": "started",
             "task_id": info.get("task_id") or (task or {}).get("task_id", ""),
             "start_url": info.get("start_url"),
