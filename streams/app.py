@@ -2,8 +2,9 @@
 
     faust -A streams.app worker -l info
 
-Delivery guarantee: at least once, on the ``kafka://`` (aiokafka) driver. Faust flushes every
-produced record (outputs and table changelogs) before it commits input offsets; every handler is
+Delivery guarantee: at least once, on the ``kafka://`` (aiokafka) driver. Every produced record
+(outputs and table changelogs) is flushed before input offsets are committed (Faust's flush, with
+the buffer of ``streams.producer``, which waits for all of them); every handler is
 idempotent on ``event_id`` and re-sends the outputs of the last input it applied when that input
 comes again (see ``streams.orchestrator``), so a worker killed at any point loses no episode, and
 downstream consumers drop the duplicates by their deterministic ids. Poison records go to
@@ -43,6 +44,7 @@ from streams.processors import inferences as on_inferences
 from streams.processors import judge, leases
 from streams.processors import observations as on_observations
 from streams.processors import scored as on_scored
+from streams.producer import IdempotentProducer
 from streams.row_codec import TABLE_SERIALIZER
 from tasks.catalog import TaskCatalog
 
@@ -60,13 +62,6 @@ ENDED_KEPT_MS = 10 * 60 * 1000  # an ended episode's row stays this long to abso
 
 # What ``Streams.agent`` hands each decoded input to: the record, and its event (for its offset).
 RecordHandler = Callable[[dict[str, Any], faust.types.EventT], Awaitable[None]]
-
-
-class IdempotentProducer(faust_aiokafka.Producer):
-    """Faust's producer with the project's rule: idempotent, acks from every in-sync replica."""
-
-    def _settings_extra(self) -> dict[str, Any]:
-        return {**super()._settings_extra(), "acks": "all", "enable_idempotence": True}
 
 
 # How long the consumer's fetch may wait for data at the broker. Faust passes 1500 ms and offers
