@@ -28,29 +28,36 @@ class DrainingBuffer(ProducerBuffer):
     before it has been handed to the Kafka client (its ``publish_message`` returned or raised).
 
     It waits as long as that takes: a flush that returned early would let the caller commit
-    offsets whose outputs are not yet written. Once the buffer is stopping, the flush hands the
-    remaining records over itself (Faust's sending task no longer does). Not for Faust's
-    threaded producer (``producer_threaded``), which queues elsewhere.
+    offsets whose outputs are not yet written. Records put after the flush began do not hold it
+    up, so a busy worker still commits. Once the buffer is stopping, the flush hands the
+    remaining records over itself (Faust's sending task no longer does) and returns when none is
+    left. Not for Faust's threaded producer (``producer_threaded``), which queues elsewhere.
     """
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self.unsent = 0
+        self.put_total = 0
+        self.handed_total = 0  # in the order put: one task hands them over, first in first out
         self._handed_over = asyncio.Event()
 
+    @property
+    def unsent(self) -> int:
+        return self.put_total - self.handed_total
+
     def put(self, fut: FutureMessage) -> None:
-        self.unsent += 1
+        self.put_total += 1
         super().put(fut)
 
     async def _send_pending(self, fut: FutureMessage) -> None:
         try:
             await super()._send_pending(fut)
         finally:
-            self.unsent -= 1
+            self.handed_total += 1
             self._handed_over.set()
 
     async def flush(self) -> None:
-        while self.unsent:
+        target = self.put_total
+        while self.handed_total < target or (self.should_stop and self.unsent):
             if self.should_stop and not self.pending.empty():
                 await self._send_pending(self.pending.get_nowait())
                 continue

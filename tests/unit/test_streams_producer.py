@@ -85,3 +85,37 @@ def test_the_apps_producer_queues_in_a_draining_buffer():
     buffer = asyncio.run(built())
     assert isinstance(buffer, DrainingBuffer)
     assert buffer.app is not None
+
+
+def test_records_put_during_a_flush_do_not_hold_it_up():
+    """A busy worker queues records all the time: its flush (so its commit) still returns."""
+
+    async def scenario() -> tuple[list[int], int]:
+        buffer = DrainingBuffer()
+        buffer.app = SimpleNamespace(conf=SimpleNamespace(producer_threaded=False))
+        channel = SlowChannel()
+        await buffer.start()
+        numbers = iter(range(1000))
+
+        def put_one() -> None:
+            number = next(numbers)
+            buffer.put(SimpleNamespace(number=number, message=SimpleNamespace(channel=channel)))
+
+        async def keep_putting() -> None:
+            while True:
+                put_one()
+                await asyncio.sleep(HAND_OVER_S / 3)  # faster than they are handed over
+
+        put_one()
+        put_one()
+        putting = asyncio.create_task(keep_putting())
+        try:
+            await asyncio.wait_for(buffer.flush(), timeout=HAND_OVER_S * 10)
+            return list(channel.published), buffer.unsent
+        finally:
+            putting.cancel()
+            await buffer.stop()
+
+    at_flush, still_unsent = asyncio.run(scenario())
+    assert at_flush[:2] == [0, 1]
+    assert still_unsent > 0  # the flush returned while later records were still queued
