@@ -56,8 +56,38 @@ class RunningProcess:
     log: Path
 
 
+# A service's log is appended to across starts; at a start past this size it is set aside as
+# ``<name>.log.1`` (replacing the one before) and begun afresh, so two starts' worth stay on disk.
+LOG_KEPT_BYTES = 64 * 1024 * 1024
+TAIL_READ_BYTES = 64 * 1024  # enough for the last lines an error message quotes
+
+
+def set_aside_if_large(log: Path, limit: int) -> bool:
+    """Move ``log`` to ``<log>.1`` if it is larger than ``limit`` bytes; True if it was moved."""
+    try:
+        if log.stat().st_size <= limit:
+            return False
+    except FileNotFoundError:
+        return False
+    log.replace(log.with_name(log.name + ".1"))
+    return True
+
+
+def last_lines(log: Path, lines: int) -> list[str]:
+    """The last ``lines`` lines of ``log``, reading at most its last :data:`TAIL_READ_BYTES`."""
+    with log.open("rb") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        handle.seek(max(0, size - TAIL_READ_BYTES))
+        text = handle.read().decode(errors="replace")
+    kept = text.splitlines()
+    if size > TAIL_READ_BYTES:
+        kept = kept[1:]  # the first may be a part of a line
+    return kept[-lines:] if lines else []
+
+
 class ManagedProcess:
-    """One service of the local stack: its pid file, its log, start and stop."""
+    """One service of the local stack: its pid file, its log, start and stop. The log is kept
+    across starts, and set aside at a start once it is past :data:`LOG_KEPT_BYTES`."""
 
     def __init__(self, name: str, state_dir: Path, display_name: str):
         self.name = name
@@ -85,6 +115,7 @@ class ManagedProcess:
         """Launch in its own session (so signals reach its children), log to ``self.log``."""
         self.log.parent.mkdir(parents=True, exist_ok=True)
         self.pid_file.parent.mkdir(parents=True, exist_ok=True)
+        set_aside_if_large(self.log, LOG_KEPT_BYTES)
         with self.log.open("ab") as log:
             log.write(f"\n==== webgym: starting {self.name} at {time.ctime()} ====\n".encode())
             log.flush()
@@ -133,7 +164,7 @@ class ManagedProcess:
     def tail(self, lines: int = 20) -> str:
         if not self.log.exists():
             return "(no log written)"
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        return "\n".join(last_lines(self.log, lines))
 
     @staticmethod
     def _signal(pid: int, sig: signal.Signals) -> None:

@@ -8,7 +8,14 @@ import time
 
 import pytest
 
-from infra.stack.process import ManagedProcess, StackError, port_is_free, split_host_port
+from infra.stack.process import (
+    ManagedProcess,
+    StackError,
+    last_lines,
+    port_is_free,
+    set_aside_if_large,
+    split_host_port,
+)
 
 
 def test_start_running_stop(tmp_path):
@@ -67,3 +74,36 @@ def test_split_host_port():
     assert split_host_port("127.0.0.1:9092", "x") == ("127.0.0.1", 9092)
     with pytest.raises(StackError, match="not host:port"):
         split_host_port("localhost", "WEBGYM_MINIO_ENDPOINT")
+
+
+def test_a_log_past_its_size_is_set_aside_at_start(tmp_path, monkeypatch):
+    monkeypatch.setattr("infra.stack.process.LOG_KEPT_BYTES", 1000)
+    managed = ManagedProcess("sleeper", tmp_path, "Sleeper")
+    managed.log.parent.mkdir(parents=True)
+    managed.log.write_bytes(b"old line\n" * 200)  # 1,800 bytes
+    managed.start(["true"], env={}, address="-", cwd=tmp_path)
+    kept = managed.log.with_name("sleeper.log.1")
+    assert kept.read_bytes() == b"old line\n" * 200
+    assert b"old line" not in managed.log.read_bytes()
+    assert b"starting sleeper" in managed.log.read_bytes()
+    managed.start(["true"], env={}, address="-", cwd=tmp_path)  # small: appended to, not moved
+    assert managed.log.read_bytes().count(b"starting sleeper") == 2
+    assert kept.read_bytes() == b"old line\n" * 200
+
+
+def test_set_aside_leaves_a_small_or_missing_log(tmp_path):
+    log = tmp_path / "a.log"
+    assert set_aside_if_large(log, limit=10) is False
+    log.write_text("short\n")
+    assert set_aside_if_large(log, limit=10) is False
+    assert log.exists()
+
+
+def test_last_lines_reads_the_end_of_a_large_log(tmp_path):
+    log = tmp_path / "big.log"
+    log.write_text("".join(f"line {n}\n" for n in range(100_000)))  # about 1 MB
+    assert last_lines(log, 3) == ["line 99997", "line 99998", "line 99999"]
+    assert last_lines(log, 0) == []
+    short = tmp_path / "short.log"
+    short.write_text("only\nlines")
+    assert last_lines(short, 5) == ["only", "lines"]
