@@ -18,6 +18,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,6 +133,20 @@ async def stop_all(tasks: list[asyncio.Task], timeout_s: float) -> list[str]:
         return []
     _, running = await asyncio.wait(tasks, timeout=timeout_s)
     return [awaiting(task) for task in running]
+
+
+async def _let_go(episode_id: str, step: str, closing: Awaitable[None]) -> None:
+    """Await ``closing``, a step of handing episode ``episode_id`` over, :data:`HAND_OVER_WAIT_S`
+    at most; one that takes longer is cancelled and named in the log."""
+    try:
+        await asyncio.wait_for(closing, HAND_OVER_WAIT_S)
+    except TimeoutError:
+        log.warning(
+            "hand-over of episode %s: %s did not finish within %.0f s; left behind",
+            episode_id,
+            step,
+            HAND_OVER_WAIT_S,
+        )
 
 
 class BrowserWorker:
@@ -757,19 +772,8 @@ class BrowserWorker:
         for episode_id, held in list(self.held.items()):
             if held.partition in partitions:
                 del self.held[episode_id]
-                for step, closing in (
-                    ("its browser context", held.session.close),
-                    ("its browser's release", lambda held=held: self.pool.release(held.browser)),
-                ):
-                    try:
-                        await asyncio.wait_for(closing(), HAND_OVER_WAIT_S)
-                    except TimeoutError:
-                        log.warning(
-                            "hand-over of episode %s: %s did not finish within %.0f s; left behind",
-                            episode_id,
-                            step,
-                            HAND_OVER_WAIT_S,
-                        )
+                await _let_go(episode_id, "its browser context", held.session.close())
+                await _let_go(episode_id, "its browser's release", self.pool.release(held.browser))
         await asyncio.to_thread(self.producer.flush, 30)
 
     def _delivery_callback(self, tp: tuple[str, int], offset: int):

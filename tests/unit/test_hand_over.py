@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from agents.browser import worker
 from agents.browser.worker import awaiting, stop_all
 
 
@@ -48,3 +49,21 @@ def test_stop_all_of_nothing_and_awaiting_a_task_not_yet_started():
     none, where = asyncio.run(scenario())
     assert none == []
     assert where.startswith("sleep:")  # created, not yet run: its own frame, at its first line
+
+
+def test_a_context_that_does_not_close_is_let_go_after_the_bound(monkeypatch, caplog):
+    monkeypatch.setattr(worker, "HAND_OVER_WAIT_S", 0.2)
+
+    async def scenario() -> float:
+        started = asyncio.get_running_loop().time()
+        await worker._let_go("ep-1", "its browser context", asyncio.Event().wait())
+        await worker._let_go("ep-1", "its browser's release", asyncio.sleep(0))
+        return asyncio.get_running_loop().time() - started
+
+    with caplog.at_level("WARNING", logger=worker.log.name):
+        took = asyncio.run(scenario())
+    assert 0.2 <= took < 2.0
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings == [
+        "hand-over of episode ep-1: its browser context did not finish within 0 s; left behind"
+    ]
