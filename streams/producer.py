@@ -23,6 +23,10 @@ from faust.types import FutureMessage
 _RECHECK_S = 1.0
 
 
+class HandOverFailed(RuntimeError):
+    """A queued record was refused by the Kafka client: committing now could lose an input."""
+
+
 class DrainingBuffer(ProducerBuffer):
     """Faust's buffer of queued records, whose ``flush`` returns only when every record put
     before it has been handed to the Kafka client (its ``publish_message`` returned or raised).
@@ -31,13 +35,16 @@ class DrainingBuffer(ProducerBuffer):
     offsets whose outputs are not yet written. Records put after the flush began do not hold it
     up, so a busy worker still commits. Once the buffer is stopping, the flush hands the
     remaining records over itself (Faust's sending task no longer does) and returns when none is
-    left. Not for Faust's threaded producer (``producer_threaded``), which queues elsewhere.
+    left. A record the client refused (``publish_message`` raised) is lost, and Faust's sending
+    task has crashed: every flush after it raises :class:`HandOverFailed`, so no commit follows.
+    Not for Faust's threaded producer (``producer_threaded``), which queues elsewhere.
     """
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.put_total = 0
         self.handed_total = 0  # in the order put: one task hands them over, first in first out
+        self.failure: BaseException | None = None
         self._handed_over = asyncio.Event()
 
     @property
@@ -51,6 +58,9 @@ class DrainingBuffer(ProducerBuffer):
     async def _send_pending(self, fut: FutureMessage) -> None:
         try:
             await super()._send_pending(fut)
+        except Exception as exc:
+            self.failure = exc
+            raise
         finally:
             self.handed_total += 1
             self._handed_over.set()
@@ -58,6 +68,7 @@ class DrainingBuffer(ProducerBuffer):
     async def flush(self) -> None:
         target = self.put_total
         while self.handed_total < target or (self.should_stop and self.unsent):
+            self._raise_if_failed()
             if self.should_stop and not self.pending.empty():
                 await self._send_pending(self.pending.get_nowait())
                 continue
@@ -66,6 +77,14 @@ class DrainingBuffer(ProducerBuffer):
                 await asyncio.wait_for(self._handed_over.wait(), timeout=_RECHECK_S)
             except TimeoutError:
                 pass
+        self._raise_if_failed()
+
+    def _raise_if_failed(self) -> None:
+        if self.failure is not None:
+            raise HandOverFailed(
+                f"a queued record could not be handed to the Kafka client ({self.failure!r}); "
+                "it is lost, so no input offset may be committed: restart this worker"
+            ) from self.failure
 
 
 class IdempotentProducer(faust_aiokafka.Producer):

@@ -9,7 +9,7 @@ from faust.transport.producer import ProducerBuffer
 
 from infra.settings import Settings
 from streams.app import AGENT_SETS, build_app
-from streams.producer import DrainingBuffer, IdempotentProducer
+from streams.producer import DrainingBuffer, HandOverFailed, IdempotentProducer
 
 HAND_OVER_S = 0.3  # longer than Faust's 100 ms: the client waits for a partition's last batch
 
@@ -119,3 +119,29 @@ def test_records_put_during_a_flush_do_not_hold_it_up():
     at_flush, still_unsent = asyncio.run(scenario())
     assert at_flush[:2] == [0, 1]
     assert still_unsent > 0  # the flush returned while later records were still queued
+
+
+class RefusingChannel:
+    async def publish_message(self, fut, wait: bool = False) -> None:
+        raise ValueError("record too large")
+
+
+def test_a_record_the_client_refused_fails_every_later_flush():
+    """The record is lost and Faust's sending task has crashed: no commit may follow."""
+
+    async def scenario() -> list[str]:
+        buffer = DrainingBuffer()
+        buffer.app = SimpleNamespace(conf=SimpleNamespace(producer_threaded=False))
+        await buffer.start()
+        buffer.put(SimpleNamespace(number=0, message=SimpleNamespace(channel=RefusingChannel())))
+        failures = []
+        for flushing in (buffer.flush, buffer.flush, buffer.stop):  # stopping flushes too
+            try:
+                await asyncio.wait_for(flushing(), timeout=5)
+            except HandOverFailed as exc:
+                failures.append(str(exc))
+        return failures
+
+    failures = asyncio.run(scenario())
+    assert len(failures) == 3
+    assert "record too large" in failures[0] and "restart this worker" in failures[0]
