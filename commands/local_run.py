@@ -26,6 +26,7 @@ from typing import Any
 
 from confluent_kafka import TopicPartition
 
+from commands import run_logs
 from commands.children import CLI, WORKER_CLI, Child, RunFailed, faust_argv, settings_env
 from infra import stack
 from infra.consumer import EventConsumer, build_consumer
@@ -321,7 +322,8 @@ def serve_pages(sites: list, address: str, report: Callable[[str], None]) -> Pra
 class LocalLoop:
     """The workers of one run on this machine, as child processes: the practice web served, one
     browser worker (or ``options.browser_workers``), one policy worker, one Faust worker and, with
-    ``options.learner_model``, the learner; each logs to ``<logs_dir>/<run_id>/<name>.log``.
+    ``options.learner_model``, the learner; each logs to ``<logs_dir>/<run_id>/<name>.log``
+    (entering removes all but the ``settings.run_logs_kept`` last written earlier runs' logs).
 
     A context manager. Entering brings the stack up (``start_stack``), creates the topics,
     publishes the built-in task sets the options name, checks that every set exists on the tasks
@@ -371,6 +373,7 @@ class LocalLoop:
             stack.up(settings, report=report)
         report("creating topics...")
         require_partition_counts(settings, states=create_topics(settings))
+        run_logs.keep_newest(settings.logs_dir, settings.run_logs_kept)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         tasks = builtin_tasks(options, list(self.weights))
         if tasks:

@@ -208,6 +208,12 @@ class Settings(BaseSettings):
         default_factory=lambda: _xdg_dir("XDG_CACHE_HOME", ".cache"),
         description="downloaded Kafka jars and the MinIO build; safe to delete",
     )
+    run_logs_kept: int = Field(
+        50,
+        ge=1,
+        description="how many earlier runs' log directories (logs/<run id>/) a new run keeps: "
+        "the last written; older ones are removed as a run begins",
+    )
 
     @field_validator("topic_prefix")
     @classmethod
