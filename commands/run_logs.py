@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 
-def last_written(directory: Path) -> float:
+def _last_written(directory: Path) -> float:
     """The newest modification time of ``directory`` and the files directly in it (a running
     worker appends to its log, which does not touch the directory's own time)."""
     times = [directory.stat().st_mtime]
@@ -28,10 +28,10 @@ def keep_newest(logs_dir: Path, keep: int) -> list[Path]:
     those removed.
 
     Guarantees: only directories are touched (the stack's own ``kafka.log`` and ``minio.log`` sit
-    beside them as files); a directory whose files were written more recently than those of the
-    ``keep`` newest is never removed, so a run still writing its logs keeps them however many
-    runs started after it, unless ``keep`` newer ones are writing too; a directory that vanishes
-    or cannot be removed meanwhile (another run pruning at the same time) is skipped.
+    beside them as files); a directory counts as written when any file in it last was, so a run
+    still writing its logs keeps them however many runs started after it (unless ``keep`` others
+    wrote since); a directory that vanishes or cannot be removed meanwhile (another run pruning
+    at the same time) is skipped.
     """
     if not logs_dir.is_dir():
         return []
@@ -39,7 +39,7 @@ def keep_newest(logs_dir: Path, keep: int) -> list[Path]:
     for entry in logs_dir.iterdir():
         try:
             if entry.is_dir() and not entry.is_symlink():
-                dated.append((last_written(entry), entry))
+                dated.append((_last_written(entry), entry))
         except FileNotFoundError:
             continue
     dated.sort(reverse=True)
