@@ -15,6 +15,7 @@ import asyncio
 import hashlib
 import socket
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,8 +54,16 @@ SCREENSHOT_TIMEOUT_MS = 15_000
 SCREENSHOT_ATTEMPTS = 3
 # A capture that times out on a page whose renderer still runs script (seen once in CI, under
 # load, after a click's navigation) is taken again, once; a renderer that does not answer this
-# probe in time is hung, and the episode fails.
+# probe in time is hung, and the episode fails, unless the browser is slow as well (below).
 PROBE_TIMEOUT_S = 2.0
+# A page that does not answer a probe is judged against the browser's own process, asked on the
+# page's DevTools session a question its renderer takes no part in: answered within
+# BROWSER_PROMPT_S, the machine runs and the renderer alone is stuck (one more probe decides);
+# slower, every process is starved (seen once in CI: a Kafka node restarting beside the run froze
+# the machine for seconds, and two live pages were judged hung), and the page is probed again,
+# for up to STALL_GRACE_S.
+BROWSER_PROMPT_S = 0.5
+STALL_GRACE_S = 20.0
 # A navigation the browser reports only after the observation began (a late redirect, a script's
 # location change) tears the page's document down under it: observe the new page, this often.
 OBSERVE_ATTEMPTS = 3
@@ -376,7 +385,12 @@ class EpisodeSession:
     async def _stop_loading(self) -> bool:
         """Stop the page's loading as the browser's Stop button does (a navigation not yet
         answered is cancelled, the page stays where it was) and read the page as it stands;
-        False when its renderer does not answer that read within ``PROBE_TIMEOUT_S`` (hung)."""
+        False when its renderer does not answer that read (hung, as :meth:`_judged` tells)."""
+        return await self._judged(self._stop_loading_once)
+
+    async def _stop_loading_once(self) -> bool:
+        """One try of :meth:`_stop_loading`: False when the renderer does not answer within
+        ``PROBE_TIMEOUT_S``."""
         try:
             if self._cdp is not None:
                 await asyncio.wait_for(self._cdp.send("Page.stopLoading"), PROBE_TIMEOUT_S)
@@ -396,12 +410,44 @@ class EpisodeSession:
         return False
 
     async def _answers(self) -> bool:
-        """Does the page's renderer still run script (within ``PROBE_TIMEOUT_S``)?"""
+        """Does the page's renderer still run script (as :meth:`_judged` tells)?"""
+        return await self._judged(self._runs_script)
+
+    async def _runs_script(self) -> bool:
+        """Does the page's renderer run script within ``PROBE_TIMEOUT_S``?"""
         try:
             await asyncio.wait_for(self.page.evaluate("1"), PROBE_TIMEOUT_S)
         except (TimeoutError, PlaywrightError):
             return False
         return True
+
+    async def _judged(self, probe: Callable[[], Awaitable[bool]]) -> bool:
+        """``probe()``'s verdict on the page, not the machine's: True once it answers. A probe
+        that fails while the browser's own process answers promptly (:meth:`_browser_prompt`)
+        gets one more try, whose answer is final (a hung renderer costs two probes); one that
+        fails while the browser is slow too is tried again until ``STALL_GRACE_S`` has passed,
+        then once more, so a starved machine that recovers within that time fails no page."""
+        deadline = time.monotonic() + STALL_GRACE_S
+        while not await probe():
+            if await self._browser_prompt() or time.monotonic() >= deadline:
+                return await probe()
+        return True
+
+    async def _browser_prompt(self) -> bool:
+        """Whether the browser process answers ``Browser.getVersion`` on the page's DevTools
+        session (its renderer takes no part) within ``BROWSER_PROMPT_S``. Without our
+        session there is no control, and the page is judged alone (True)."""
+        if self._cdp is None:
+            return True
+        started = time.monotonic()
+        try:
+            await asyncio.wait_for(self._cdp.send("Browser.getVersion"), PROBE_TIMEOUT_S)
+        except TimeoutError:
+            return False
+        except PlaywrightError as exc:
+            self._raise_if_gone(exc)
+            return True
+        return time.monotonic() - started <= BROWSER_PROMPT_S
 
     async def close(self) -> None:
         if self.closed:

@@ -3,17 +3,21 @@ asked for its signals, and scrolls where the mouse already is wheel without movi
 navigation makes the session forget both, and the page still scrolls as asked every step. A
 MiniWoB++ page (which has the convention) reports its signals every step. And a page an action
 opens that does not load within the action's timeout: stopped where it was, the agent told so,
-the episode going on."""
+the episode going on; even when the whole browser froze meanwhile (a starved machine), while a
+page whose renderer alone froze fails its episode."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import signal
 import time
 
+import psutil
 import pytest
 
 from agents.browser.page_script import PAGE_SIGNALS
-from agents.browser.session import EpisodeSession
+from agents.browser.session import STALL_GRACE_S, EpisodeFailure, EpisodeSession
 from agents.browser.url_policy import UrlPolicy
 from agents.browser.worker import BrowserWorkerConfig
 from infra.chromium import launch_options
@@ -159,3 +163,70 @@ def test_a_page_that_loads_too_slowly_is_stopped_and_the_agent_told(served):
     assert clicked_page.action_error == "the page did not finish loading within 1000 ms; stopped"
     # Stopped, not left loading: the slow answers that came since changed nothing.
     assert (later.url, later.title, later.action_error) == (three, "three", None)
+
+
+def _chromium(renderers_only: bool = False) -> list[psutil.Process]:
+    """This test's Chromium processes (children of its Playwright driver), or its renderers."""
+    found = [p for p in psutil.Process().children(recursive=True) if "chrom" in p.name()]
+    if renderers_only:
+        found = [p for p in found if "--type=renderer" in p.cmdline()]
+    assert found
+    return found
+
+
+def _signal_all(processes: list[psutil.Process], sig: signal.Signals) -> None:
+    for process in processes:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.send_signal(sig)
+
+
+FROZEN_S = 4.0  # longer than a probe (2 s): a frozen page misses one
+
+
+def test_a_page_that_froze_with_the_whole_browser_is_not_judged_hung(served):
+    """Every Chromium process stopped (SIGSTOP) for FROZEN_S, from before the action's timeout
+    until after the first probe gave up: the browser process was slow too, so the page was
+    probed again and answered; the agent reads an action error, the episode goes on."""
+    one = f"http://{PAGES}/one.html"
+
+    async def body(session: EpisodeSession, counted: Counted):
+        assert await session.navigate(one, 30_000) is None
+        slow = {"kind": "navigate", "url": f"http://{PAGES}/__webgym/slow?ms={SLOW_MS}"}
+        acting = asyncio.create_task(session.act(slow, 1000))
+        await asyncio.sleep(0.5)
+        frozen = _chromium()
+        _signal_all(frozen, signal.SIGSTOP)
+        try:
+            await asyncio.sleep(FROZEN_S)
+        finally:
+            _signal_all(frozen, signal.SIGCONT)
+        return await acting, await session.observe(False, "jpeg")
+
+    error, page = in_session(served, one, body)
+    assert error == "navigate did not complete within 1000 ms"
+    assert (page.url, page.title, page.action_error) == (one, "one", None)
+
+
+def test_a_page_whose_renderer_alone_froze_fails_its_episode(served):
+    """The renderers stopped, the browser process running: it answers at once, so the page is
+    hung after two probes, long before the grace a starved machine gets."""
+    one = f"http://{PAGES}/one.html"
+
+    async def body(session: EpisodeSession, counted: Counted):
+        assert await session.navigate(one, 30_000) is None
+        slow = {"kind": "navigate", "url": f"http://{PAGES}/__webgym/slow?ms={SLOW_MS}"}
+        acting = asyncio.create_task(session.act(slow, 1000))
+        await asyncio.sleep(0.5)
+        frozen = _chromium(renderers_only=True)
+        _signal_all(frozen, signal.SIGSTOP)
+        started = time.monotonic()
+        try:
+            with pytest.raises(EpisodeFailure) as failure:
+                await acting
+            return failure.value.reason, time.monotonic() - started
+        finally:
+            _signal_all(frozen, signal.SIGCONT)
+
+    reason, waited_s = in_session(served, one, body)
+    assert reason == "page stopped answering: navigate timed out after 1000 ms"
+    assert waited_s < STALL_GRACE_S

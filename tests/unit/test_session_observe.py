@@ -6,7 +6,8 @@ before a scroll where the mouse already is; both forgotten on a navigation. And 
 times out: taken again once if the renderer still runs script, else the episode fails, saying
 where Playwright waited. And a page that does not load within an action's timeout: stopped and
 observed with an action error saying so while its renderer answers, else the episode fails; the
-episode's start page must load."""
+episode's start page must load. A renderer's silence is judged against the browser process: hung
+when the browser answers at once, probed again (up to a grace) while the browser is slow too."""
 
 from __future__ import annotations
 
@@ -145,11 +146,19 @@ class FakePage:
 
 
 class FakeDevTools:
+    """The page's DevTools session; the browser process answers ``Browser.getVersion`` after
+    ``browser_delay_s`` and then calls ``on_browser_answer`` (the machine may recover)."""
+
     def __init__(self):
         self.sent: list[str] = []
+        self.browser_delay_s = 0.0
+        self.on_browser_answer = lambda: None
 
     async def send(self, method, params=None) -> dict:
         self.sent.append(method)
+        if method == "Browser.getVersion":
+            await asyncio.sleep(self.browser_delay_s)
+            self.on_browser_answer()
         return {}
 
 
@@ -267,9 +276,12 @@ def test_a_capture_that_stalls_on_a_hung_renderer_fails_after_the_probe(monkeypa
     monkeypatch.setattr("agents.browser.session.PROBE_TIMEOUT_S", 0.05)
     page = FakePage(wob=False)
     page.stalls, page.hung = 1, True
+    session = session_of(page)
     with pytest.raises(EpisodeFailure, match="page stopped answering: Page.screenshot: Timeout"):
-        observe(page)
-    assert (page.screenshots, page.probes) == (1, 1)
+        asyncio.run(session.observe(False, "jpeg"))
+    # The browser answered at once between the probes: the renderer alone is stuck.
+    assert (page.screenshots, page.probes) == (1, 2)
+    assert session._cdp.sent == ["Browser.getVersion"]
 
 
 @pytest.mark.parametrize(
@@ -351,3 +363,65 @@ def test_a_page_an_action_opened_whose_renderer_hangs_fails_the_episode(monkeypa
 
     with pytest.raises(EpisodeFailure, match="page stopped answering: it did not finish loading"):
         asyncio.run(run())
+
+
+SLOW_NAVIGATION = {"kind": "navigate", "url": "http://shop.webgym.test/slow"}
+
+
+def starved(monkeypatch, page: FakePage, recover_after: int | None) -> EpisodeSession:
+    """A session whose page loads too slowly and whose renderer stops answering, on a machine
+    where the browser process answers slowly too (every process starved); after
+    ``recover_after`` of the browser's answers the machine recovers and the page answers."""
+    monkeypatch.setattr("agents.browser.session.PROBE_TIMEOUT_S", 0.05)
+    monkeypatch.setattr("agents.browser.session.BROWSER_PROMPT_S", 0.01)
+    page.slow_loads, page.hung = 1, True
+    session = session_of(page)
+    session._cdp.browser_delay_s = 0.03
+    answers = [0]
+
+    def answered() -> None:
+        answers[0] += 1
+        if answers[0] == recover_after:
+            page.hung = False
+
+    session._cdp.on_browser_answer = answered
+    return session
+
+
+def test_a_page_silent_while_the_browser_is_slow_too_is_probed_until_the_machine_recovers(
+    monkeypatch,
+):
+    page = FakePage(wob=False)
+    session = starved(monkeypatch, page, recover_after=3)
+
+    async def run():
+        error = await session.act(SLOW_NAVIGATION, 1000)
+        return error, await session.observe(False, "jpeg")
+
+    error, snapshot = asyncio.run(run())
+    assert error == "navigate did not complete within 1000 ms"  # an action error, not a failure
+    assert session._cdp.sent.count("Browser.getVersion") == 3 and page.stopped == 1
+    assert snapshot.screenshot == b"jpeg 1"
+
+
+def test_a_page_silent_past_the_grace_of_a_starved_machine_fails_the_episode(monkeypatch):
+    monkeypatch.setattr("agents.browser.session.STALL_GRACE_S", 0.3)
+    page = FakePage(wob=False)
+    session = starved(monkeypatch, page, recover_after=None)
+    with pytest.raises(EpisodeFailure, match="page stopped answering: navigate timed out"):
+        asyncio.run(session.act(SLOW_NAVIGATION, 1000))
+    controls, stops = (
+        session._cdp.sent.count(m) for m in ("Browser.getVersion", "Page.stopLoading")
+    )
+    assert controls >= 2  # tried again while starved,
+    assert stops == controls + 1  # and once more after the grace
+
+
+def test_a_hung_renderer_beside_a_prompt_browser_fails_after_two_probes(monkeypatch):
+    monkeypatch.setattr("agents.browser.session.PROBE_TIMEOUT_S", 0.05)
+    page = FakePage(wob=False)
+    page.slow_loads, page.hung = 1, True
+    session = session_of(page)
+    with pytest.raises(EpisodeFailure, match="page stopped answering: navigate timed out"):
+        asyncio.run(session.act(SLOW_NAVIGATION, 1000))
+    assert session._cdp.sent == ["Page.stopLoading", "Browser.getVersion", "Page.stopLoading"]
