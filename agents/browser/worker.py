@@ -30,6 +30,7 @@ from agents.browser.page_match import page_differences
 from agents.browser.pool import BrowserPool, PooledBrowser
 from agents.browser.session import (
     SCREENSHOT_TIMEOUT_MS,
+    STALL_GRACE_S,
     EpisodeFailure,
     EpisodeSession,
     Snapshot,
@@ -475,8 +476,9 @@ class BrowserWorker:
                 self._finished(operation.tp, operation.offset)
                 return
         timings = {"transit": float(max(0, operation.received_ms - record["ts"]))}
-        # Every browser call has its own timeout; this bounds a page that stops answering at all.
-        limit_s = record["timeout_ms"] / 1000 + SCREENSHOT_TIMEOUT_MS / 1000 + 10
+        # Every browser call has its own timeout; this bounds a page that stops answering at all
+        # (with the grace a silent page gets while the machine is starved).
+        limit_s = record["timeout_ms"] / 1000 + SCREENSHOT_TIMEOUT_MS / 1000 + STALL_GRACE_S + 10
         try:
             async with self.budgets[operation.kind]:
                 started = time.monotonic()
