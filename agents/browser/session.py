@@ -135,6 +135,9 @@ class EpisodeSession:
         self.crashed = False
         self.closed = False
         self._notes: list[str] = []
+        # Timings an action noted (a load stopped, a silent page), reported with the next
+        # observation's timings_ms.
+        self._noted_ms: dict[str, float] = {}
         self._marks: list[dict[str, Any]] | None = None
         self._doc: str | None = None
         self._title: str | None = None
@@ -250,7 +253,7 @@ class EpisodeSession:
         """Perform one action; :meth:`observe` waits for any navigation it started. An action
         that does not complete within ``timeout_ms`` is an action error (a page it was loading
         is stopped) unless the page's renderer no longer answers: an EpisodeFailure."""
-        kind = action["kind"]
+        kind, started = action["kind"], time.perf_counter()
         try:
             if kind == "navigate":
                 return await self._open(action.get("url") or "", timeout_ms)
@@ -271,10 +274,12 @@ class EpisodeSession:
             return str(exc)
         except (TimeoutError, PlaywrightTimeout) as exc:
             self._raise_if_gone(exc)
-            if kind in ("navigate", "go_back") and not await self._stop_loading():
-                raise EpisodeFailure(
-                    f"page stopped answering: {kind} timed out after {timeout_ms} ms"
-                ) from exc
+            if kind in ("navigate", "go_back"):
+                if not await self._stop_loading():
+                    raise EpisodeFailure(
+                        f"page stopped answering: {kind} timed out after {timeout_ms} ms"
+                    ) from exc
+                self._note_ms("load_stopped", started)
             return f"{kind} did not complete within {timeout_ms} ms"
         except PlaywrightError as exc:
             self._raise_if_gone(exc)
@@ -313,6 +318,8 @@ class EpisodeSession:
                 self._raise_if_gone(exc)
                 if not _navigated_away(exc) or attempt + 1 == OBSERVE_ATTEMPTS:
                     raise EpisodeFailure(f"screenshot failed: {_short(exc)}") from exc
+        timings.update(self._noted_ms)  # since the last observation, this one's included
+        self._noted_ms = {}
         return Snapshot(
             screenshot=image,
             screenshot_format=screenshot_format,
@@ -426,12 +433,23 @@ class EpisodeSession:
         that fails while the browser's own process answers promptly (:meth:`_browser_prompt`)
         gets one more try, whose answer is final (a hung renderer costs two probes); one that
         fails while the browser is slow too is tried again until ``STALL_GRACE_S`` has passed,
-        then once more, so a starved machine that recovers within that time fails no page."""
-        deadline = time.monotonic() + STALL_GRACE_S
-        while not await probe():
-            if await self._browser_prompt() or time.monotonic() >= deadline:
-                return await probe()
-        return True
+        then once more, so a starved machine that recovers within that time fails no page. A
+        page that answered only after failing a probe is noted (``page_silent``: how long)."""
+        started = time.perf_counter()
+        if await probe():
+            return True
+        while True:
+            final = await self._browser_prompt() or (time.perf_counter() - started >= STALL_GRACE_S)
+            if await probe():
+                self._note_ms("page_silent", started)
+                return True
+            if final:
+                return False
+
+    def _note_ms(self, name: str, since: float) -> None:
+        """Add the time since ``since`` (``perf_counter``) to the next observation's
+        ``timings_ms[name]``."""
+        self._noted_ms[name] = self._noted_ms.get(name, 0.0) + (time.perf_counter() - since) * 1000
 
     async def _browser_prompt(self) -> bool:
         """Whether the browser process answers ``Browser.getVersion`` on the page's DevTools
@@ -496,6 +514,7 @@ class EpisodeSession:
             moved = True  # the old document was torn down mid-evaluate: it navigated
         if not moved:
             return
+        started = time.perf_counter()
         try:
             await self.page.wait_for_function(SETTLED, timeout=timeout_ms)
         except PlaywrightTimeout as exc:
@@ -505,6 +524,7 @@ class EpisodeSession:
                     f" {self.page.url}"
                 ) from exc
             self._notes.append(f"the page did not finish loading within {timeout_ms} ms; stopped")
+            self._note_ms("load_stopped", started)
             return
         await self._read_state()
 

@@ -158,9 +158,11 @@ def test_a_page_that_loads_too_slowly_is_stopped_and_the_agent_told(served):
     # stays where it was, and the agent reads why.
     assert typed == "navigate did not complete within 1000 ms"
     assert (typed_page.url, typed_page.title, typed_page.action_error) == (one, "one", None)
+    assert typed_page.timings_ms["load_stopped"] >= 1000  # counted where `webgym stats` sees it
     # The followed link's page showed up but its image had not loaded: observed as it stands.
     assert (clicked_page.url, clicked_page.title) == (three, "three")
     assert clicked_page.action_error == "the page did not finish loading within 1000 ms; stopped"
+    assert clicked_page.timings_ms["load_stopped"] >= 1000
     # Stopped, not left loading: the slow answers that came since changed nothing.
     assert (later.url, later.title, later.action_error) == (three, "three", None)
 
@@ -183,6 +185,21 @@ def _signal_all(processes: list[psutil.Process], sig: signal.Signals) -> None:
 FROZEN_S = 4.0  # longer than a probe (2 s): a frozen page misses one
 
 
+async def _slow_navigation_frozen(
+    session: EpisodeSession, renderers_only: bool
+) -> tuple[asyncio.Task, list[psutil.Process]]:
+    """Open page one, start a navigation its server answers too late for the action's 1 s
+    timeout, and half a second in stop (SIGSTOP) this test's Chromium processes, or only its
+    renderers. Returns the action's task and the processes stopped (to SIGCONT)."""
+    assert await session.navigate(f"http://{PAGES}/one.html", 30_000) is None
+    slow = {"kind": "navigate", "url": f"http://{PAGES}/__webgym/slow?ms={SLOW_MS}"}
+    acting = asyncio.create_task(session.act(slow, 1000))
+    await asyncio.sleep(0.5)
+    frozen = _chromium(renderers_only)
+    _signal_all(frozen, signal.SIGSTOP)
+    return acting, frozen
+
+
 def test_a_page_that_froze_with_the_whole_browser_is_not_judged_hung(served):
     """Every Chromium process stopped (SIGSTOP) for FROZEN_S, from before the action's timeout
     until after the first probe gave up: the browser process was slow too, so the page was
@@ -190,12 +207,7 @@ def test_a_page_that_froze_with_the_whole_browser_is_not_judged_hung(served):
     one = f"http://{PAGES}/one.html"
 
     async def body(session: EpisodeSession, counted: Counted):
-        assert await session.navigate(one, 30_000) is None
-        slow = {"kind": "navigate", "url": f"http://{PAGES}/__webgym/slow?ms={SLOW_MS}"}
-        acting = asyncio.create_task(session.act(slow, 1000))
-        await asyncio.sleep(0.5)
-        frozen = _chromium()
-        _signal_all(frozen, signal.SIGSTOP)
+        acting, frozen = await _slow_navigation_frozen(session, renderers_only=False)
         try:
             await asyncio.sleep(FROZEN_S)
         finally:
@@ -205,6 +217,7 @@ def test_a_page_that_froze_with_the_whole_browser_is_not_judged_hung(served):
     error, page = in_session(served, one, body)
     assert error == "navigate did not complete within 1000 ms"
     assert (page.url, page.title, page.action_error) == (one, "one", None)
+    assert page.timings_ms["page_silent"] >= 2000  # at least one probe went unanswered
 
 
 def test_a_page_whose_renderer_alone_froze_fails_its_episode(served):
@@ -213,12 +226,7 @@ def test_a_page_whose_renderer_alone_froze_fails_its_episode(served):
     one = f"http://{PAGES}/one.html"
 
     async def body(session: EpisodeSession, counted: Counted):
-        assert await session.navigate(one, 30_000) is None
-        slow = {"kind": "navigate", "url": f"http://{PAGES}/__webgym/slow?ms={SLOW_MS}"}
-        acting = asyncio.create_task(session.act(slow, 1000))
-        await asyncio.sleep(0.5)
-        frozen = _chromium(renderers_only=True)
-        _signal_all(frozen, signal.SIGSTOP)
+        acting, frozen = await _slow_navigation_frozen(session, renderers_only=True)
         started = time.monotonic()
         try:
             with pytest.raises(EpisodeFailure) as failure:
