@@ -318,7 +318,7 @@ class EpisodeSession:
                 self._raise_if_gone(exc)
                 if not _navigated_away(exc) or attempt + 1 == OBSERVE_ATTEMPTS:
                     raise EpisodeFailure(f"screenshot failed: {_short(exc)}") from exc
-        timings.update(self._noted_ms)  # since the last observation, this one's included
+        timings.update(self._noted_ms)  # noted since the last observation, during this one too
         self._noted_ms = {}
         return Snapshot(
             screenshot=image,
@@ -457,7 +457,7 @@ class EpisodeSession:
         session there is no control, and the page is judged alone (True)."""
         if self._cdp is None:
             return True
-        started = time.monotonic()
+        started = time.perf_counter()
         try:
             await asyncio.wait_for(self._cdp.send("Browser.getVersion"), PROBE_TIMEOUT_S)
         except TimeoutError:
@@ -465,7 +465,7 @@ class EpisodeSession:
         except PlaywrightError as exc:
             self._raise_if_gone(exc)
             return True
-        return time.monotonic() - started <= BROWSER_PROMPT_S
+        return time.perf_counter() - started <= BROWSER_PROMPT_S
 
     async def close(self) -> None:
         if self.closed:
