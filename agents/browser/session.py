@@ -135,8 +135,9 @@ class EpisodeSession:
         self.crashed = False
         self.closed = False
         self._notes: list[str] = []
-        # Timings an action noted (a load stopped, a silent page), reported with the next
-        # observation's timings_ms.
+        # Timings an action noted, reported with the next observation's timings_ms:
+        # load_stopped (from the start of the wait for a load, the action's or the settling's,
+        # to its stop) and page_silent (a page that answered only after missing a probe).
         self._noted_ms: dict[str, float] = {}
         self._marks: list[dict[str, Any]] | None = None
         self._doc: str | None = None
