@@ -12,7 +12,6 @@ the practice web once took more than 10 s); only the episode's start page must l
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
 import socket
 import time
@@ -36,7 +35,6 @@ from playwright.async_api import TimeoutError as PlaywrightTimeout
 
 from agents.browser.actions import ActionRefused, Point, perform
 from agents.browser.page_script import (
-    FONTS_LOADED,
     INIT_SCRIPT,
     MARKS,
     PAGE_SIGNALS,
@@ -54,9 +52,6 @@ from tasks.page_setup import SetupSpecError, parse_setup
 
 SCREENSHOT_TIMEOUT_MS = 15_000
 SCREENSHOT_ATTEMPTS = 3
-# A capture waits this long at most for web fonts the last page state saw loading: Chromium itself
-# draws fallback text once a font has kept it waiting 3 s (the block period of font-display).
-FONTS_WAIT_MS = 3_000
 # A capture that times out on a page whose renderer still runs script (seen once in CI, under
 # load, after a click's navigation) is taken again, once; a renderer that does not answer this
 # probe in time is hung, and the episode fails, unless the browser is slow as well (below).
@@ -105,6 +100,16 @@ def _navigated_away(error: BaseException) -> bool:
     return "Execution context was destroyed" in text or "because of a navigation" in text
 
 
+def _last_step(error: BaseException) -> str:
+    """The last step of Playwright's call log in ``error`` (where a timed-out call waited), as
+    `` (at: …)``; empty if it has none."""
+    lines = str(error).strip().splitlines()
+    if "Call log:" not in [line.strip() for line in lines]:
+        return ""
+    step = lines[-1].strip().lstrip("- ").strip()
+    return f" (at: {step[:120]})" if step and step != "Call log:" else ""
+
+
 def _short(error: BaseException) -> str:
     return str(error).strip().splitlines()[0][:300] if str(error).strip() else type(error).__name__
 
@@ -146,7 +151,6 @@ class EpisodeSession:
         # observation skips PAGE_SIGNALS (one round trip a step on most pages).
         self._signals = True
         self._state_at: int | None = None
-        self._fonts_loading = False  # web fonts were loading at the last PAGE_STATE read
         # Where the mouse is on this document, and the navigation count it was put there at.
         self._pointer: Point | None = None
         self._pointer_at: int | None = None
@@ -308,7 +312,9 @@ class EpisodeSession:
             except PlaywrightTimeout as exc:
                 # A renderer that hangs (chrome://hang, a script in an endless loop) stops here.
                 self._raise_if_gone(exc)
-                raise EpisodeFailure(f"page stopped answering: {_short(exc)}") from exc
+                raise EpisodeFailure(
+                    f"page stopped answering: {_short(exc)}{_last_step(exc)}"
+                ) from exc
             except PlaywrightError as exc:
                 self._raise_if_gone(exc)
                 if not _navigated_away(exc) or attempt + 1 == OBSERVE_ATTEMPTS:
@@ -358,11 +364,13 @@ class EpisodeSession:
             self._marks = await self.page.evaluate(MARKS, True)
             timings["marks"] = (time.perf_counter() - started) * 1000
         started = time.perf_counter()
-        await self._fonts_loaded()
+        options: dict[str, Any] = {"type": screenshot_format, "timeout": SCREENSHOT_TIMEOUT_MS}
+        if screenshot_format == "jpeg":
+            options["quality"] = self.jpeg_quality
         stalled = False
         for attempt in range(SCREENSHOT_ATTEMPTS):
             try:
-                image = await self._screenshot(screenshot_format)
+                image = await self.page.screenshot(**options)
                 break
             except PlaywrightTimeout:
                 if stalled or attempt + 1 == SCREENSHOT_ATTEMPTS or not await self._answers():
@@ -381,41 +389,6 @@ class EpisodeSession:
         if set_of_marks:
             await self.page.evaluate(REMOVE_OVERLAY)
         return image
-
-    async def _screenshot(self, screenshot_format: str) -> bytes:
-        """The viewport as ``screenshot_format``, captured on our DevTools session in one round
-        trip. Playwright's screenshot makes four more around it (a style into and out of every
-        frame to hide the caret, a wait for fonts, the layout metrics), which cost Chromium
-        about a sixth of a screenshot-and-scroll cycle here. The image is the same: INIT_SCRIPT
-        hides the caret for good, and :meth:`_fonts_loaded` waits for fonts a page was loading.
-        Raises PlaywrightTimeout after ``SCREENSHOT_TIMEOUT_MS``, as Playwright's would. Needs
-        the session :meth:`open` made."""
-        params: dict[str, Any] = {"format": screenshot_format}
-        if screenshot_format == "jpeg":
-            params["quality"] = self.jpeg_quality
-        try:
-            reply = await asyncio.wait_for(
-                self._cdp.send("Page.captureScreenshot", params), SCREENSHOT_TIMEOUT_MS / 1000
-            )
-        except TimeoutError as exc:
-            raise PlaywrightTimeout(
-                f"Page.captureScreenshot: Timeout {SCREENSHOT_TIMEOUT_MS}ms exceeded."
-            ) from exc
-        return base64.b64decode(reply["data"])
-
-    async def _fonts_loaded(self) -> None:
-        """Wait (up to ``FONTS_WAIT_MS``) for web fonts the last page state saw loading, as
-        Playwright's screenshot waits for them; a font still missing then is drawn as Chromium
-        draws it, with a fallback."""
-        if not self._fonts_loading:
-            return
-        self._fonts_loading = False
-        try:
-            await self.page.wait_for_function(FONTS_LOADED, timeout=FONTS_WAIT_MS)
-        except PlaywrightTimeout:
-            pass
-        except PlaywrightError as exc:
-            self._raise_if_gone(exc)  # else its document went away: the capture tells
 
     async def _stop_loading(self) -> bool:
         """Stop the page's loading as the browser's Stop button does (a navigation not yet
@@ -562,7 +535,6 @@ class EpisodeSession:
         state = await self.page.evaluate(PAGE_STATE)
         self._doc, self._title = state["doc"], state["title"]
         self._signals, self._state_at = state["signals"], at
-        self._fonts_loading = state.get("fonts") == "loading"
         return state
 
     # -- events -------------------------------------------------------------------------------
