@@ -25,17 +25,30 @@ INIT_SCRIPT = """
     if (url) { location.href = url; return window; }
     return open.call(window, url, name, features);
   };
+  // No text caret in any screenshot, as Playwright's screenshot hides it while it captures: a
+  // caret blinks, so the same screen would be captured as two different images (and the
+  // repetition filter compares digests). One sheet for the document's life, not two evaluates
+  // around every capture; a page that replaces document.adoptedStyleSheets drops it.
+  try {
+    const sheet = new CSSStyleSheet();
+    sheet.replaceSync('*, *::before, *::after { caret-color: transparent !important; }');
+    document.adoptedStyleSheets = [...document.adoptedStyleSheets, sheet];
+  } catch (e) {}
 })();
 """
 
-# Returns the document's identity, whether it is leaving or still loading, its title, and
-# whether it follows a page-signals convention PAGE_SIGNALS reads (so a page without one is not
-# asked again until it navigates).
+# Returns the document's identity, whether it is leaving or still loading, its title, whether
+# it follows a page-signals convention PAGE_SIGNALS reads (so a page without one is not asked
+# again until it navigates), and whether web fonts are still loading (FONTS_LOADED).
 PAGE_STATE = """
 () => ({doc: window.__webgymDoc || null, nav: window.__webgymNav === true,
         ready: document.readyState, title: document.title,
-        signals: typeof WOB_DONE_GLOBAL !== 'undefined'})
+        signals: typeof WOB_DONE_GLOBAL !== 'undefined',
+        fonts: document.fonts ? document.fonts.status : 'loaded'})
 """
+
+# True once no web font of the document is loading (what Playwright's screenshot waits for).
+FONTS_LOADED = "() => !document.fonts || document.fonts.status !== 'loading'"
 
 SETTLED = "() => document.readyState === 'complete' && window.__webgymNav !== true"
 

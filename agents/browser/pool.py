@@ -2,18 +2,22 @@
 
 A browser that has served ``recycle_after`` contexts takes no new ones; it is closed when its
 last context closes, so a long-running worker's memory stays bounded by what a fresh browser
-and the live episodes use. A browser that died is replaced on the next request.
+and the live episodes use. A browser that died (one that we did not close) is named in the log,
+as a warning, and replaced on the next request.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass
 
 from playwright.async_api import Browser, Playwright
 
 from infra.chromium import launch_options
 from infra.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -22,6 +26,7 @@ class PooledBrowser:
     served: int = 0
     open: int = 0
     retired: bool = False
+    closing: bool = False  # we close it: its going away is no news
 
 
 class BrowserPool:
@@ -57,6 +62,7 @@ class BrowserPool:
                 **launch_options(self._settings, self._extra_args)
             )
             current = self._current = PooledBrowser(browser)
+            browser.on("disconnected", lambda _, pooled=current: self._on_disconnected(pooled))
             self._all.append(current)
             self.launched += 1
         current.served += 1
@@ -64,6 +70,15 @@ class BrowserPool:
         if current.served >= self._settings.browser_recycle_after:
             current.retired = True
         return current
+
+    @staticmethod
+    def _on_disconnected(pooled: PooledBrowser) -> None:
+        if not pooled.closing:
+            log.warning(
+                "a browser went away (Chromium exited or crashed; contexts open: %d): their "
+                "episodes fail, the next episode starts a fresh browser",
+                pooled.open,
+            )
 
     async def release(self, pooled: PooledBrowser) -> None:
         """One context of ``pooled`` was closed."""
@@ -80,11 +95,13 @@ class BrowserPool:
         if self._current is pooled:
             self._current = None
         if pooled.browser.is_connected():
+            pooled.closing = True
             await pooled.browser.close()
 
     async def close(self) -> None:
         for pooled in list(self._all):
             if pooled.browser.is_connected():
+                pooled.closing = True
                 await pooled.browser.close()
         self._all.clear()
         self._current = None

@@ -12,6 +12,7 @@ the practice web once took more than 10 s); only the episode's start page must l
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import socket
 import time
@@ -35,6 +36,7 @@ from playwright.async_api import TimeoutError as PlaywrightTimeout
 
 from agents.browser.actions import ActionRefused, Point, perform
 from agents.browser.page_script import (
+    FONTS_LOADED,
     INIT_SCRIPT,
     MARKS,
     PAGE_SIGNALS,
@@ -52,6 +54,9 @@ from tasks.page_setup import SetupSpecError, parse_setup
 
 SCREENSHOT_TIMEOUT_MS = 15_000
 SCREENSHOT_ATTEMPTS = 3
+# A capture waits this long at most for web fonts the last page state saw loading: Chromium itself
+# draws fallback text once a font has kept it waiting 3 s (the block period of font-display).
+FONTS_WAIT_MS = 3_000
 # A capture that times out on a page whose renderer still runs script (seen once in CI, under
 # load, after a click's navigation) is taken again, once; a renderer that does not answer this
 # probe in time is hung, and the episode fails, unless the browser is slow as well (below).
@@ -151,6 +156,14 @@ class EpisodeSession:
         # observation skips PAGE_SIGNALS (one round trip a step on most pages).
         self._signals = True
         self._state_at: int | None = None
+        self._fonts_loading = False  # web fonts were loading at the last PAGE_STATE read
+        # The last navigation failed: its renderer may be crashing (chrome://crash fails as
+        # aborted a moment, seconds under load, before its crash is reported), and a capture in
+        # flight when a renderer crashes takes the whole browser down (Chromium 156 dies of
+        # SIGSEGV, its other episodes with it). So the next capture is Playwright's, whose
+        # scripts in the page run first and fail with the crash before any capture is sent.
+        self._navigation_failed = False
+        self._navigated: asyncio.Future[None] | None = None  # set while a capture is in flight
         # Where the mouse is on this document, and the navigation count it was put there at.
         self._pointer: Point | None = None
         self._pointer_at: int | None = None
@@ -212,6 +225,7 @@ class EpisodeSession:
             if "ERR_ABORTED" in failure or "Download is starting" in failure:
                 # A download or a blocked request: its event trails the failed navigation a bit.
                 await asyncio.sleep(0.2)
+            self._navigation_failed = True
             return "; ".join(filter(None, [failure, self._take_notes()]))
         return self._take_notes()
 
@@ -364,13 +378,11 @@ class EpisodeSession:
             self._marks = await self.page.evaluate(MARKS, True)
             timings["marks"] = (time.perf_counter() - started) * 1000
         started = time.perf_counter()
-        options: dict[str, Any] = {"type": screenshot_format, "timeout": SCREENSHOT_TIMEOUT_MS}
-        if screenshot_format == "jpeg":
-            options["quality"] = self.jpeg_quality
+        await self._fonts_loaded()
         stalled = False
         for attempt in range(SCREENSHOT_ATTEMPTS):
             try:
-                image = await self.page.screenshot(**options)
+                image = await self._screenshot(screenshot_format)
                 break
             except PlaywrightTimeout:
                 if stalled or attempt + 1 == SCREENSHOT_ATTEMPTS or not await self._answers():
@@ -389,6 +401,84 @@ class EpisodeSession:
         if set_of_marks:
             await self.page.evaluate(REMOVE_OVERLAY)
         return image
+
+    async def _screenshot(self, screenshot_format: str) -> bytes:
+        """The viewport as ``screenshot_format``, captured on our DevTools session in one round
+        trip. Playwright's screenshot makes four more around it (a style into and out of every
+        frame to hide the caret, a wait for fonts, the layout metrics), which cost Chromium
+        about a sixth of a screenshot-and-scroll cycle here. The image is the same: INIT_SCRIPT
+        hides the caret for good, and :meth:`_fonts_loaded` waits for fonts a page was loading.
+        Raises PlaywrightTimeout after ``SCREENSHOT_TIMEOUT_MS``, as Playwright's would. Needs
+        the session :meth:`open` made.
+
+        Playwright's screenshot takes it instead where ours is not safe or cannot: after a
+        failed navigation (``_navigation_failed``), and when our session is on no active page
+        (``Not attached to an active page``: a navigation is swapping the document, as a refused
+        one does; Playwright's waits for the new document). A renderer known to have crashed, a
+        page or a browser gone, fails the episode as it would there."""
+        if self.crashed:
+            raise EpisodeFailure("renderer crashed")
+        quality = {"quality": self.jpeg_quality} if screenshot_format == "jpeg" else {}
+        if self._navigation_failed:
+            self._navigation_failed = False
+            return await self._playwright_screenshot(screenshot_format, quality)
+        try:
+            reply = await self._devtools_capture({"format": screenshot_format, **quality})
+        except PlaywrightTimeout:
+            raise
+        except PlaywrightError as exc:
+            if "Unable to capture screenshot" in str(exc) or _navigated_away(exc):
+                raise  # _capture retries Chromium's refusal under load; observe, a navigation
+            self._raise_if_gone(exc)
+            return await self._playwright_screenshot(screenshot_format, quality)
+        return base64.b64decode(reply["data"])
+
+    async def _devtools_capture(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``Page.captureScreenshot``'s reply on our session. A capture in flight when the main
+        frame commits a new document never answers (a link's page committing under it): that
+        raises a PlaywrightError :func:`_navigated_away` recognises, so :meth:`observe` settles
+        the new page and captures it, as when a document is torn down under a script. No answer
+        within ``SCREENSHOT_TIMEOUT_MS`` raises PlaywrightTimeout."""
+        navigated = self._navigated = asyncio.get_running_loop().create_future()
+        capture = asyncio.ensure_future(self._cdp.send("Page.captureScreenshot", params))
+        try:
+            done, _ = await asyncio.wait(
+                {capture, navigated},
+                timeout=SCREENSHOT_TIMEOUT_MS / 1000,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        finally:
+            self._navigated = None
+            if not capture.done():
+                capture.cancel()
+        if capture in done:
+            return capture.result()
+        if navigated in done:
+            raise PlaywrightError(
+                "Page.captureScreenshot: dropped because of a navigation of the main frame"
+            )
+        raise PlaywrightTimeout(
+            f"Page.captureScreenshot: Timeout {SCREENSHOT_TIMEOUT_MS}ms exceeded."
+        )
+
+    async def _playwright_screenshot(self, screenshot_format: str, quality: dict) -> bytes:
+        return await self.page.screenshot(
+            type=screenshot_format, timeout=SCREENSHOT_TIMEOUT_MS, **quality
+        )
+
+    async def _fonts_loaded(self) -> None:
+        """Wait (up to ``FONTS_WAIT_MS``) for web fonts the last page state saw loading, as
+        Playwright's screenshot waits for them; a font still missing then is drawn as Chromium
+        draws it, with a fallback."""
+        if not self._fonts_loading:
+            return
+        self._fonts_loading = False
+        try:
+            await self.page.wait_for_function(FONTS_LOADED, timeout=FONTS_WAIT_MS)
+        except PlaywrightTimeout:
+            pass
+        except PlaywrightError as exc:
+            self._raise_if_gone(exc)  # else its document went away: the capture tells
 
     async def _stop_loading(self) -> bool:
         """Stop the page's loading as the browser's Stop button does (a navigation not yet
@@ -535,6 +625,7 @@ class EpisodeSession:
         state = await self.page.evaluate(PAGE_STATE)
         self._doc, self._title = state["doc"], state["title"]
         self._signals, self._state_at = state["signals"], at
+        self._fonts_loading = state.get("fonts") == "loading"
         return state
 
     # -- events -------------------------------------------------------------------------------
@@ -581,6 +672,8 @@ class EpisodeSession:
     def _on_frame_navigated(self, frame: Frame) -> None:
         if frame == self.page.main_frame:
             self._navigations += 1
+            if self._navigated is not None and not self._navigated.done():
+                self._navigated.set_result(None)  # a capture in flight will not answer
 
     def _on_dialog(self, dialog: Dialog) -> None:
         self._notes.append(

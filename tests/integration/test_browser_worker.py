@@ -7,12 +7,15 @@ kills only those. Sites come from the practice web, served in-process on a free 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
+import logging
 import time
 import uuid
 
 import pytest
 from PIL import Image
+from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import async_playwright
 
 from agents.browser.pool import BrowserPool
@@ -358,6 +361,30 @@ def test_browsers_are_recycled_after_their_quota_of_contexts(settings):
     launched, still_open = asyncio.run(cycle())
     assert launched == 3  # contexts 1-2, 3-4, 5
     assert still_open == [False, False, False, False, True]  # retired browsers were closed
+
+
+def test_a_browser_that_dies_is_named_in_the_log_and_replaced(settings, caplog):
+    async def crash_one() -> tuple[int, bool]:
+        async with async_playwright() as playwright:
+            pool = BrowserPool(playwright, settings, [])
+            pooled = await pool.acquire()
+            gone = asyncio.Event()
+            pooled.browser.on("disconnected", lambda _: gone.set())
+            devtools = await pooled.browser.new_browser_cdp_session()
+            with contextlib.suppress(PlaywrightError):
+                await devtools.send("Browser.crash")
+            await asyncio.wait_for(gone.wait(), 30)
+            fresh = await pool.acquire()
+            replaced = fresh.browser is not pooled.browser and fresh.browser.is_connected()
+            await pool.close()  # closing our own browsers is no news
+            return pool.launched, replaced
+
+    with caplog.at_level(logging.WARNING, logger="agents.browser.pool"):
+        launched, replaced = asyncio.run(crash_one())
+    assert (launched, replaced) == (2, True)
+    warnings = [r.getMessage() for r in caplog.records if r.name == "agents.browser.pool"]
+    assert len(warnings) == 1 and "a browser went away" in warnings[0], warnings
+    assert "contexts open: 1" in warnings[0]
 
 
 def test_poison_operations_go_to_the_dlq_and_the_worker_goes_on(

@@ -4,12 +4,15 @@ navigation makes the session forget both, and the page still scrolls as asked ev
 MiniWoB++ page (which has the convention) reports its signals every step. And a page an action
 opens that does not load within the action's timeout: stopped where it was, the agent told so,
 the episode going on; even when the whole browser froze meanwhile (a starved machine), while a
-page whose renderer alone froze fails its episode."""
+page whose renderer alone froze fails its episode. And the capture, one DevTools round trip
+instead of Playwright's screenshot: the same image, no blinking caret in it, taken once the web
+fonts the page was loading have arrived."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import signal
 import time
 
@@ -38,6 +41,8 @@ def served(tmp_path_factory):
     for name in ("one", "two"):
         (root / f"{name}.html").write_text(TALL.format(name))
     (root / "three.html").write_text(SLOW_IMAGE)
+    (root / "caret.html").write_text(CARET)
+    (root / "font.html").write_text(LATE_FONT)
     settings = load_settings()
     server = PracticeWebServer(
         generate_sites(count=1),
@@ -165,6 +170,55 @@ def test_a_page_that_loads_too_slowly_is_stopped_and_the_agent_told(served):
     assert clicked_page.timings_ms["load_stopped"] >= 1000
     # Stopped, not left loading: the slow answers that came since changed nothing.
     assert (later.url, later.title, later.action_error) == (three, "three", None)
+
+
+CARET = "<!doctype html><title>caret</title><input style='font:40px sans-serif;width:600px'>"
+
+
+def test_the_capture_is_playwrights_image_without_a_blinking_caret(served):
+    url = f"http://{PAGES}/caret.html"
+
+    async def body(session: EpisodeSession, counted: Counted):
+        assert await session.navigate(url, 30_000) is None
+        typing = {"kind": "type", "x": 100, "y": 30, "text": "hello"}
+        assert await session.act(typing, 30_000) is None
+        images = []
+        for _ in range(4):  # Chromium's caret blinks every 500 ms
+            images.append((await session.observe(False, "jpeg")).screenshot)
+            await asyncio.sleep(0.3)
+        focused = await session.page.evaluate("document.activeElement.value")
+        return images, await session.page.screenshot(type="jpeg", quality=80), focused
+
+    images, playwrights, focused = in_session(served, url, body)
+    assert focused == "hello"  # typed into the focused field, where the caret stands
+    assert len({hashlib.sha256(image).digest() for image in images}) == 1
+    assert images[0] == playwrights
+
+
+# A font the page starts loading as it finishes (so the load event does not wait for it), from
+# a server that answers late; the first capture after the navigation waits until it is done.
+LATE_FONT = (
+    "<!doctype html><title>font</title><style>@font-face{font-family:Late;"
+    f"src:url(/__webgym/slow?ms={SLOW_MS // 4})}}</style><p style='font:40px serif'>late</p>"
+    "<script>addEventListener('load', () => {document.fonts.load('40px Late');"
+    " document.querySelector('p').style.fontFamily = 'Late';})</script>"
+)
+
+
+def test_a_capture_waits_for_the_fonts_a_page_was_loading(served):
+    url = f"http://{PAGES}/font.html"
+
+    async def body(session: EpisodeSession, counted: Counted):
+        assert await session.navigate(url, 30_000) is None
+        loading = session._fonts_loading
+        started = time.monotonic()
+        await session.observe(False, "jpeg")
+        waited = time.monotonic() - started
+        return loading, waited, await session.page.evaluate("document.fonts.status")
+
+    loading, waited, status = in_session(served, url, body)
+    assert loading and status == "loaded"
+    assert waited >= SLOW_MS / 4 / 1000 * 0.5  # the font's answer, less the navigation's share
 
 
 def _chromium(renderers_only: bool = False) -> list[psutil.Process]:

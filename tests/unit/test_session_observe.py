@@ -4,7 +4,7 @@ the episode, a bounded number of times; any other browser error still fails the 
 round trips a step saves: no signals read from a document without a convention, no mouse move
 before a scroll where the mouse already is; both forgotten on a navigation. And a capture that
 times out: taken again once if the renderer still runs script, else the episode fails, saying
-where Playwright waited. And a page that does not load within an action's timeout: stopped and
+what timed out. And a page that does not load within an action's timeout: stopped and
 observed with an action error saying so while its renderer answers, else the episode fails; the
 episode's start page must load. A renderer's silence is judged against the browser process: hung
 when the browser answers at once, probed again (up to a grace) while the browser is slow too."""
@@ -12,6 +12,7 @@ when the browser answers at once, probed again (up to a grace) while the browser
 from __future__ import annotations
 
 import asyncio
+import base64
 
 import pytest
 from playwright.async_api import Error as PlaywrightError
@@ -21,16 +22,13 @@ from agents.browser.actions import SCROLL_SETTLED
 from agents.browser.page_script import PAGE_SIGNALS, PAGE_STATE, STOPPED
 from agents.browser.session import (
     OBSERVE_ATTEMPTS,
+    SCREENSHOT_TIMEOUT_MS,
     EpisodeFailure,
     EpisodeSession,
     step_error,
 )
 from agents.browser.url_policy import UrlPolicy
 
-STALLED = (
-    "Page.screenshot: Timeout 15000ms exceeded.\nCall log:\n"
-    "  - taking page screenshot\n  - waiting for fonts to load...\n  - fonts loaded\n"
-)
 DESTROYED = "Page.evaluate: Execution context was destroyed, most likely because of a navigation"
 
 
@@ -72,12 +70,16 @@ class FakePage:
         self.main_frame = object()
         self.mouse = FakeMouse()
         self.screenshots = 0
-        self.stalls = 0  # this many captures time out first
+        self.stalls = 0  # this many captures never answer first
+        self.detached = 0  # this many captures find the DevTools session on no active page
+        self.playwright_shots: list[dict] = []  # Playwright's page.screenshot calls, options
+        self.playwright_stalls = False  # Playwright's screenshot times out
         self.hung = False  # the renderer runs no script: the probe never answers
         self.probes = 0
         self.settles = 0
         self.signal_reads = 0
         self.slow_loads = 0  # this many page loads (goto, settle) time out first
+        self.aborted_loads = 0  # this many goto calls fail as aborted first (chrome://crash)
         self.stopped = 0  # the documents told their loading was stopped (STOPPED)
 
     def _load(self, call: str, timeout) -> None:
@@ -87,6 +89,9 @@ class FakePage:
 
     async def goto(self, url, **options) -> None:
         self._load("Page.goto", options["timeout"])
+        if self.aborted_loads:
+            self.aborted_loads -= 1
+            raise PlaywrightError(f"Page.goto: net::ERR_ABORTED at {url}")
         self.url = url
 
     async def go_back(self, **options):
@@ -99,12 +104,28 @@ class FakePage:
     def is_closed(self) -> bool:
         return False
 
-    async def screenshot(self, **options) -> bytes:
+    async def capture(self) -> bytes:
+        """What the page's DevTools session answers to Page.captureScreenshot."""
         self.screenshots += 1
         if self.stalls:
             self.stalls -= 1
-            raise PlaywrightTimeout(STALLED)
+            await asyncio.sleep(3600)
+        if self.detached:
+            self.detached -= 1
+            raise PlaywrightError(
+                "CDPSession.send: Protocol error (Page.captureScreenshot): "
+                "Not attached to an active page"
+            )
         return f"jpeg {self.screenshots}".encode()
+
+    async def screenshot(self, **options) -> bytes:
+        self.playwright_shots.append(options)
+        if self.playwright_stalls:
+            raise PlaywrightTimeout(
+                "Page.screenshot: Timeout 15000ms exceeded.\nCall log:\n"
+                "  - taking page screenshot\n  - waiting for fonts to load...\n  - fonts loaded\n"
+            )
+        return b"playwright jpeg"
 
     async def title(self) -> str:
         return "Cart"
@@ -147,14 +168,18 @@ class FakePage:
 
 class FakeDevTools:
     """The page's DevTools session; the browser process answers ``Browser.getVersion`` after
-    ``browser_delay_s`` and then calls ``on_browser_answer`` (the machine may recover)."""
+    ``browser_delay_s`` and then calls ``on_browser_answer`` (the machine may recover); the page
+    answers captures. ``sent``: the methods sent, captures aside (the page counts those)."""
 
-    def __init__(self):
+    def __init__(self, page: FakePage):
+        self.page = page
         self.sent: list[str] = []
         self.browser_delay_s = 0.0
         self.on_browser_answer = lambda: None
 
     async def send(self, method, params=None) -> dict:
+        if method == "Page.captureScreenshot":
+            return {"data": base64.b64encode(await self.page.capture()).decode()}
         self.sent.append(method)
         if method == "Browser.getVersion":
             await asyncio.sleep(self.browser_delay_s)
@@ -171,7 +196,7 @@ def session_of(page: FakePage) -> EpisodeSession:
         {"width": 1280, "height": 768},
         80,
     )
-    session._cdp = FakeDevTools()
+    session._cdp = FakeDevTools(page)
     return session
 
 
@@ -198,6 +223,65 @@ def test_other_browser_errors_fail_the_episode_at_once():
     with pytest.raises(EpisodeFailure, match="screenshot failed: .*Internal error"):
         observe(page)
     assert page.screenshots == 1
+
+
+def test_a_capture_during_a_document_swap_is_taken_by_playwright_instead():
+    page = FakePage()
+    page.detached = 1  # a refused navigation's error page commits in another process
+    assert observe(page).screenshot == b"playwright jpeg"
+    assert page.playwright_shots == [
+        {"type": "jpeg", "quality": 80, "timeout": SCREENSHOT_TIMEOUT_MS}
+    ]
+    assert observe(page).screenshot == b"jpeg 2"  # the next capture is our session's again
+
+
+def test_a_capture_the_main_frame_navigates_under_is_dropped_and_the_new_page_observed():
+    page = FakePage()
+    page.stalls = 1  # a capture in flight when a new document commits never answers
+    session = session_of(page)
+
+    async def navigate_during_the_capture():
+        observing = asyncio.ensure_future(session.observe(False, "jpeg"))
+        while page.screenshots == 0:
+            await asyncio.sleep(0.01)
+        session._on_frame_navigated(page.main_frame)
+        return await observing
+
+    snapshot = asyncio.run(asyncio.wait_for(navigate_during_the_capture(), 5))
+    assert (page.screenshots, snapshot.screenshot) == (2, b"jpeg 2")  # the new page's
+
+
+def test_the_capture_after_a_failed_navigation_is_playwrights():
+    # The renderer may be crashing under it: a capture of ours in flight then would take the
+    # whole browser down; Playwright's runs a script first, which fails with the crash.
+    page = FakePage()
+    page.aborted_loads = 1
+    session = session_of(page)
+
+    async def navigate_and_observe_twice():
+        error = await session.navigate("http://shop.webgym.test/crash", 5000)
+        return error, [(await session.observe(False, "jpeg")).screenshot for _ in range(2)]
+
+    error, images = asyncio.run(navigate_and_observe_twice())
+    assert (
+        error == "navigation failed: Page.goto: net::ERR_ABORTED at http://shop.webgym.test/crash"
+    )
+    assert images == [b"playwright jpeg", b"jpeg 1"]  # then our session's captures again
+
+
+def test_a_playwright_capture_that_stalls_on_a_hung_renderer_names_where_it_waited(monkeypatch):
+    monkeypatch.setattr("agents.browser.session.PROBE_TIMEOUT_S", 0.05)
+    page = FakePage(wob=False)
+    page.aborted_loads, page.playwright_stalls = 1, True
+    session = session_of(page)
+
+    async def navigate_and_observe():
+        await session.navigate("http://shop.webgym.test/hang", 5000)
+        page.hung = True
+        await session.observe(False, "jpeg")
+
+    with pytest.raises(EpisodeFailure, match=r"Page.screenshot: Timeout .*\(at: fonts loaded\)$"):
+        asyncio.run(navigate_and_observe())
 
 
 SCROLL = {"kind": "scroll", "direction": "down", "amount": 300}
@@ -259,7 +343,8 @@ def test_scrolls_move_the_mouse_once_and_again_after_a_navigation_or_a_failure()
     asyncio.run(run())
 
 
-def test_a_capture_that_stalls_on_a_live_page_is_taken_again_once():
+def test_a_capture_that_stalls_on_a_live_page_is_taken_again_once(monkeypatch):
+    monkeypatch.setattr("agents.browser.session.SCREENSHOT_TIMEOUT_MS", 50)
     page = FakePage(wob=False)
     page.stalls = 1
     snapshot = observe(page)
@@ -267,17 +352,22 @@ def test_a_capture_that_stalls_on_a_live_page_is_taken_again_once():
     assert snapshot.timings_ms["screenshot_stalled"] >= 0
     page = FakePage(wob=False)
     page.stalls = 2  # stalls again: the page is not answering in a way a retry mends
-    with pytest.raises(EpisodeFailure, match=r"page stopped answering: .*\(at: fonts loaded\)"):
+    with pytest.raises(
+        EpisodeFailure, match=r"page stopped answering: Page.captureScreenshot: Timeout 50ms"
+    ):
         observe(page)
     assert (page.screenshots, page.probes) == (2, 1)
 
 
 def test_a_capture_that_stalls_on_a_hung_renderer_fails_after_the_probe(monkeypatch):
     monkeypatch.setattr("agents.browser.session.PROBE_TIMEOUT_S", 0.05)
+    monkeypatch.setattr("agents.browser.session.SCREENSHOT_TIMEOUT_MS", 50)
     page = FakePage(wob=False)
     page.stalls, page.hung = 1, True
     session = session_of(page)
-    with pytest.raises(EpisodeFailure, match="page stopped answering: Page.screenshot: Timeout"):
+    with pytest.raises(
+        EpisodeFailure, match="page stopped answering: Page.captureScreenshot: Timeout"
+    ):
         asyncio.run(session.observe(False, "jpeg"))
     # The browser answered at once between the probes: the renderer alone is stuck.
     assert (page.screenshots, page.probes) == (1, 2)
