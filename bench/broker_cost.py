@@ -1,0 +1,267 @@
+"""Benchmark: what one record costs the Kafka broker, to take in and to hand to each reader.
+
+Windows of ``--seconds``, alternating over the configurations, ``--repeat`` times each, after one
+``--warmup`` window that enters no figure (the broker's JIT):
+
+- ``idle``: no client at all; the broker's own background work;
+- ``<size> B, <n> readers``: a producer with the workers' settings
+  (:func:`infra.producer.build_producer`: idempotent, acks=all, linger 1 ms) writes ``--rate``
+  records a second of ``size`` bytes to a topic of 8 partitions, keys spread as episodes spread,
+  while ``n`` consumers with the workers' settings (:func:`infra.consumer.build_consumer`, each a
+  group of its own, as the Faust worker, the policy worker and the rollout benchmark's probe
+  each read the observations) follow it. Sizes: ``--sizes`` (1,000 B: an operation or an
+  inference; 70,000 B: an observation with its JPEG screenshot); readers: ``--readers``.
+
+Each window's figure is the broker's CPU time over it (from ``/proc``, every ``kafka.Kafka``
+process of the machine) as a share of one core. From the medians, per size:
+
+- ``take_ms``: the broker's CPU per record written, with no reader, above ``idle``;
+- ``hand_ms``: its extra CPU per copy a reader is handed (the slope over the reader counts).
+
+So a workload that writes ``w`` records a second and hands out ``h`` copies costs the broker
+about ``idle + w * take_ms + h * hand_ms`` (ms a second): a record's count matters far more than
+its bytes, which is what a step of the rollout costs it (``rollout.json``'s ``log``).
+
+Writes bench/results/broker_cost.json. Run after `webgym up`:
+``.venv/bin/python -m bench.broker_cost`` (about 12 minutes with the defaults).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka.admin import NewTopic
+
+from bench.rollout import Progress, spread
+from infra.consumer import build_consumer, drain
+from infra.processes import all_stats, command_line
+from infra.producer import build_producer
+from infra.provenance import provenance, write_result
+from infra.settings import Settings
+from infra.topic_admin import build_admin
+
+RESULTS = Path(__file__).parent / "results" / "broker_cost.json"
+PARTITIONS = 8
+KEYS = 64  # episodes in flight, about: the records spread over the partitions as theirs do
+
+
+def broker_cpu_s() -> float:
+    """CPU seconds so far of every Kafka broker process on this machine (``kafka.Kafka``)."""
+    stats = all_stats()
+    brokers = [pid for pid in stats if "kafka.Kafka" in command_line(pid)]
+    if not brokers:
+        raise SystemExit("no Kafka broker runs on this machine; start the stack: `webgym up`")
+    return sum(stats[pid].cpu_s for pid in brokers)
+
+
+def configurations(sizes: list[int], readers: list[int]) -> list[tuple[int, int]]:
+    """``(size, readers)`` of every loaded window, in the order a round runs them; ``(0, 0)``
+    first: the idle window."""
+    return [(0, 0)] + [(size, n) for size in sizes for n in readers]
+
+
+def label(size: int, readers: int) -> str:
+    return "idle" if size == 0 else f"{size} B, {readers} readers"
+
+
+def fit(summary: dict[str, dict[str, Any]], sizes: list[int], readers: list[int], rate: float):
+    """Per size, from the windows' median shares of a core: ``take_ms`` (the broker's CPU per
+    record written with no reader, above idle) and ``hand_ms`` (per copy handed to a reader:
+    the least-squares slope of the share over the reader counts, per record a second)."""
+    idle = summary["idle"]["median"]
+    out: dict[str, Any] = {}
+    for size in sizes:
+        shares = [summary[label(size, n)]["median"] for n in readers]
+        by_readers = dict(zip(readers, shares, strict=True))
+        mean_n, mean_s = statistics.fmean(readers), statistics.fmean(shares)
+        spread_n = sum((n - mean_n) ** 2 for n in readers)
+        slope = (
+            sum((n - mean_n) * (s - mean_s) for n, s in zip(readers, shares, strict=True))
+            / spread_n
+            if spread_n
+            else 0.0
+        )
+        out[str(size)] = {
+            "take_ms": round((by_readers.get(0, mean_s) - idle) / rate * 1000, 3)
+            if 0 in by_readers
+            else None,
+            "hand_ms": round(slope / rate * 1000, 3),
+        }
+    return out
+
+
+class Readers:
+    """``n`` consumers following ``topic`` from its end, each in a group of its own, in threads;
+    ``close`` stops them and returns how many records each received."""
+
+    def __init__(self, settings: Settings, topic: str, n: int):
+        self._stop = threading.Event()
+        self.received = [0] * n
+        self._threads = [
+            threading.Thread(target=self._follow, args=(settings, topic, i), daemon=True)
+            for i in range(n)
+        ]
+        self._ready = threading.Barrier(n + 1) if n else None
+        for thread in self._threads:
+            thread.start()
+        if self._ready is not None:
+            self._ready.wait(60)
+
+    def _follow(self, settings: Settings, topic: str, index: int) -> None:
+        consumer = build_consumer(
+            settings,
+            group_id=f"webgym-broker-cost-{uuid.uuid4().hex[:8]}",
+            client_id="webgym-broker-cost",
+            **{"auto.offset.reset": "latest", "enable.auto.commit": True},
+        )
+        consumer.subscribe([topic])
+        waited = False
+        try:
+            while not self._stop.is_set():
+                for message in drain(consumer, 500, 0.2):
+                    if message.error() is None:
+                        self.received[index] += 1
+                if not waited and consumer.assignment():
+                    waited = True
+                    self._ready.wait(60)
+        finally:
+            consumer.close()
+
+    def close(self) -> list[int]:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(30)
+        return self.received
+
+
+def _write(settings: Settings, topic: str, size: int, rate: float, seconds: float) -> int:
+    """Write ``rate`` records a second of ``size`` bytes for ``seconds``; the count written."""
+    producer = build_producer(settings, client_id="webgym-broker-cost")
+    payload = os.urandom(size)
+    started, written = time.monotonic(), 0
+    while (now := time.monotonic()) - started < seconds:
+        producer.produce(topic, payload, key=str(written % KEYS).encode())
+        producer.poll(0)
+        written += 1
+        time.sleep(max(0.0, started + written / rate - now))
+    producer.flush(30)
+    return written
+
+
+def window(
+    settings: Settings,
+    topic: str,
+    size: int,
+    readers: int,
+    rate: float,
+    seconds: float,
+    cpu: Callable[[], float] = broker_cpu_s,
+) -> dict[str, Any]:
+    """One window: the broker's CPU share of a core while ``readers`` follow ``rate`` records a
+    second of ``size`` bytes (``size`` 0: no client at all)."""
+    if size == 0:
+        before, began = cpu(), time.monotonic()
+        time.sleep(seconds)
+        elapsed = time.monotonic() - began
+        return {"config": "idle", "cores": round((cpu() - before) / elapsed, 4), "written": 0}
+    following = Readers(settings, topic, readers)
+    try:
+        time.sleep(1.0)  # past the readers' first fetches
+        before, began = cpu(), time.monotonic()
+        written = _write(settings, topic, size, rate, seconds)
+        elapsed = time.monotonic() - began
+        used = cpu() - before
+    finally:
+        received = following.close()
+    return {
+        "config": label(size, readers),
+        "cores": round(used / elapsed, 4),
+        "written": written,
+        "received": received,
+        "records_per_s": round(written / elapsed, 1),
+    }
+
+
+def summary(windows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per configuration: its share of a core, median, least and greatest over its windows."""
+    found: dict[str, Any] = {}
+    for config in dict.fromkeys(w["config"] for w in windows):
+        mine = [{"cores": w["cores"]} for w in windows if w["config"] == config]
+        found[config] = spread(mine, [("cores",)])["cores"]
+    return found
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3, help="windows of each configuration")
+    parser.add_argument("--seconds", type=float, default=25.0, help="length of each window")
+    parser.add_argument("--rate", type=float, default=60.0, help="records written a second")
+    parser.add_argument("--sizes", default="1000,70000", help="record sizes, bytes")
+    parser.add_argument("--readers", default="0,1,3", help="reader counts")
+    parser.add_argument(
+        "--warmup", type=float, default=30.0, help="seconds of traffic first, in no figure"
+    )
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where to write the result")
+    args = parser.parse_args(argv)
+    try:
+        sizes = [int(s) for s in args.sizes.split(",")]
+        readers = [int(n) for n in args.readers.split(",")]
+    except ValueError:
+        parser.error("--sizes and --readers are comma-separated whole numbers, e.g. 1000,70000")
+    if args.repeat < 1 or args.seconds <= 0 or args.rate <= 0 or min(sizes) < 1 or min(readers) < 0:
+        parser.error("--repeat, --seconds, --rate and every size must be above 0; readers >= 0")
+    began = provenance(["bench/broker_cost.py", *(sys.argv[1:] if argv is None else argv)])
+    settings = Settings()
+    broker_cpu_s()  # a clear error before anything is created when no broker runs
+    topic = f"bench-broker-cost-{uuid.uuid4().hex[:8]}"
+    admin = build_admin(settings)
+    admin.create_topics([NewTopic(topic, PARTITIONS, settings.replication_factor or 1)])[
+        topic
+    ].result(30)
+    plan = configurations(sizes, readers)
+    progress = Progress(1 + args.repeat * len(plan))
+    windows: list[dict[str, Any]] = []
+    try:
+        progress.round = "warm-up"
+        with progress.phase(label(max(sizes), max(readers))):
+            window(settings, topic, max(sizes), max(readers), args.rate, args.warmup)
+        for n in range(args.repeat):
+            progress.round = f"round {n + 1}/{args.repeat}"
+            for size, count in plan:
+                with progress.phase(label(size, count)):
+                    windows.append(
+                        {"round": n + 1}
+                        | window(settings, topic, size, count, args.rate, args.seconds)
+                    )
+    finally:
+        admin.delete_topics([topic])
+    found = summary(windows)
+    result = {
+        "benchmark": "broker_cost",
+        "repeats": args.repeat,
+        "seconds": args.seconds,
+        "rate": args.rate,
+        "sizes": sizes,
+        "readers": readers,
+        "summary": found,
+        "per_record": fit(found, sizes, readers, args.rate),
+        "windows": windows,
+    }
+    return write_result(args.out, result, produced_by=began)
+
+
+if __name__ == "__main__":
+    written = main()
+    for config, figures in written["summary"].items():
+        print(f"{config:24s} {figures['median']:.4f} of a core ({figures['min']}-{figures['max']})")
+    for size, costs in written["per_record"].items():
+        print(f"{size} B: take {costs['take_ms']} ms, hand {costs['hand_ms']} ms a record")
