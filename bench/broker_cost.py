@@ -136,7 +136,11 @@ class Readers:
         finally:
             consumer.close()
 
-    def close(self) -> list[int]:
+    def close(self, written: int = 0, timeout_s: float = 10.0) -> list[int]:
+        """Stop, once every reader has received ``written`` records (or ``timeout_s`` passed)."""
+        deadline = time.monotonic() + timeout_s
+        while min(self.received, default=written) < written and time.monotonic() < deadline:
+            time.sleep(0.05)
         self._stop.set()
         for thread in self._threads:
             thread.join(30)
@@ -173,7 +177,7 @@ def window(
         time.sleep(seconds)
         elapsed = time.monotonic() - began
         return {"config": "idle", "cores": round((cpu() - before) / elapsed, 4), "written": 0}
-    following = Readers(settings, topic, readers)
+    following, written = Readers(settings, topic, readers), 0
     try:
         time.sleep(1.0)  # past the readers' first fetches
         before, began = cpu(), time.monotonic()
@@ -181,7 +185,7 @@ def window(
         elapsed = time.monotonic() - began
         used = cpu() - before
     finally:
-        received = following.close()
+        received = following.close(written)
     return {
         "config": label(size, readers),
         "cores": round(used / elapsed, 4),

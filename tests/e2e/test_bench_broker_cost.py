@@ -1,0 +1,48 @@
+"""`bench.broker_cost` at the size of a test, on the real broker: one window of each configuration
+(the full benchmark, with its repetitions, is the figure of record: bench/results/broker_cost.json);
+every reader receives every record written, and the run leaves no topic behind."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from commands.children import settings_env
+from infra.provenance import CHECKOUT
+from infra.topic_admin import build_admin
+
+
+@pytest.mark.timeout(300)
+def test_one_window_of_each_configuration_measures_the_broker_and_loses_no_record(
+    stack_settings, tmp_path
+):
+    before = set(build_admin(stack_settings).list_topics(timeout=10).topics)
+    out = tmp_path / "broker_cost.json"
+    argv = [sys.executable, "-m", "bench.broker_cost", "--repeat", "1", "--seconds", "3",
+            "--warmup", "2", "--rate", "40", "--sizes", "1000,70000", "--readers", "0,2",
+            "--out", str(out)]  # fmt: skip
+    done = subprocess.run(argv, cwd=CHECKOUT, env=settings_env(stack_settings),
+                          capture_output=True, text=True, timeout=280)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    result = json.loads(out.read_text())
+
+    assert "broker_cost" in result["provenance"]["command"] and result["repeats"] == 1
+    configs = [w["config"] for w in result["windows"]]
+    sizes = ["1000 B, 0 readers", "1000 B, 2 readers", "70000 B, 0 readers", "70000 B, 2 readers"]
+    assert configs == ["idle", *sizes]
+    loaded = result["windows"][1:]
+    assert all(w["written"] >= 100 for w in loaded)  # 40 a second for 3 s, paced
+    # Every reader got every record written in its window: the readers were following from
+    # the start of the window, not from a later offset.
+    assert all(
+        w["received"] == [w["written"]] * 2 for w in loaded if w["config"].endswith("2 readers")
+    )
+    assert all(w["cores"] > 0 for w in result["windows"])  # the broker never sleeps 3 s through
+    assert set(result["per_record"]) == {"1000", "70000"}
+    assert all(c["take_ms"] is not None for c in result["per_record"].values())
+    assert done.stderr.count("min left)") == 6, done.stderr[-2000:]
+    left = set(build_admin(stack_settings).list_topics(timeout=10).topics) - before
+    assert not [t for t in left if t.startswith("bench-broker-cost-")], sorted(left)
