@@ -16,21 +16,23 @@ Each window's figure is the broker's CPU time over it (from ``/proc``, every ``k
 process of the machine) as a share of one core. From the medians, per size:
 
 - ``take_ms``: the broker's CPU per record written, with no reader, above ``idle``;
-- ``hand_ms``: its extra CPU per copy a reader is handed (the slope over the reader counts).
+- ``hand_ms``: its extra CPU per record for each reader added, between consecutive reader
+  counts (``"0-1"``: the first reader; ``"1-3"``: each of two more).
 
-So a workload that writes ``w`` records a second and hands out ``h`` copies costs the broker
-about ``idle + w * take_ms + h * hand_ms`` (ms a second): a record's count matters far more than
-its bytes, which is what a step of the rollout costs it (``rollout.json``'s ``log``).
+So a workload that writes ``w`` records a second, each read by ``k`` readers, costs the broker
+about ``idle + w * (take_ms + hand_ms["0-1"] + (k - 1) * hand_ms["1-3"])`` ms a second; set
+against a record's size, its count is what costs (the README's Performance section sets these
+against a rollout step's records).
 
 Writes bench/results/broker_cost.json. Run after `webgym up`:
-``.venv/bin/python -m bench.broker_cost`` (about 12 minutes with the defaults).
+``.venv/bin/python -m bench.broker_cost`` (about 10 minutes with the defaults).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
-import statistics
 import sys
 import threading
 import time
@@ -74,27 +76,21 @@ def label(size: int, readers: int) -> str:
 
 
 def fit(summary: dict[str, dict[str, Any]], sizes: list[int], readers: list[int], rate: float):
-    """Per size, from the windows' median shares of a core: ``take_ms`` (the broker's CPU per
-    record written with no reader, above idle) and ``hand_ms`` (per copy handed to a reader:
-    the least-squares slope of the share over the reader counts, per record a second)."""
+    """Per size, from the windows' median shares of a core: ``take_ms``, the broker's CPU per
+    record written with no reader, above idle (None without a reader-less window); ``hand_ms``,
+    for each pair of consecutive reader counts ``"a-b"``, its CPU per record for each reader
+    added between them (``"0-1"``: the first reader; ``"1-3"``: each of two more)."""
     idle = summary["idle"]["median"]
+    counts = sorted(set(readers))
     out: dict[str, Any] = {}
     for size in sizes:
-        shares = [summary[label(size, n)]["median"] for n in readers]
-        by_readers = dict(zip(readers, shares, strict=True))
-        mean_n, mean_s = statistics.fmean(readers), statistics.fmean(shares)
-        spread_n = sum((n - mean_n) ** 2 for n in readers)
-        slope = (
-            sum((n - mean_n) * (s - mean_s) for n, s in zip(readers, shares, strict=True))
-            / spread_n
-            if spread_n
-            else 0.0
-        )
+        share = {n: summary[label(size, n)]["median"] for n in counts}
         out[str(size)] = {
-            "take_ms": round((by_readers.get(0, mean_s) - idle) / rate * 1000, 3)
-            if 0 in by_readers
-            else None,
-            "hand_ms": round(slope / rate * 1000, 3),
+            "take_ms": round((share[0] - idle) / rate * 1000, 3) if 0 in share else None,
+            "hand_ms": {
+                f"{a}-{b}": round((share[b] - share[a]) / ((b - a) * rate) * 1000, 3)
+                for a, b in itertools.pairwise(counts)
+            },
         }
     return out
 
@@ -268,4 +264,7 @@ if __name__ == "__main__":
     for config, figures in written["summary"].items():
         print(f"{config:24s} {figures['median']:.4f} of a core ({figures['min']}-{figures['max']})")
     for size, costs in written["per_record"].items():
-        print(f"{size} B: take {costs['take_ms']} ms, hand {costs['hand_ms']} ms a record")
+        handed = ", ".join(f"{pair} readers {ms} ms" for pair, ms in costs["hand_ms"].items())
+        print(
+            f"{size} B a record: taken {costs['take_ms']} ms; handed, each reader added: {handed}"
+        )

@@ -43,6 +43,7 @@ def test_one_window_of_each_configuration_measures_the_broker_and_loses_no_recor
     assert all(w["cores"] > 0 for w in result["windows"])  # the broker never sleeps 3 s through
     assert set(result["per_record"]) == {"1000", "70000"}
     assert all(c["take_ms"] is not None for c in result["per_record"].values())
+    assert all(list(c["hand_ms"]) == ["0-2"] for c in result["per_record"].values())
     assert done.stderr.count("min left)") == 6, done.stderr[-2000:]
     left = set(build_admin(stack_settings).list_topics(timeout=10).topics) - before
     assert not [t for t in left if t.startswith("bench-broker-cost-")], sorted(left)
