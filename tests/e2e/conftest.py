@@ -8,11 +8,13 @@ of policy versions.
 from __future__ import annotations
 
 import contextlib
+import json
 import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +24,7 @@ from commands.local_run import RunOptions, RunSummary, run_local
 from infra.leftovers import remove_prefix
 from infra.log_reader import read_topic
 from infra.minio_store import build_minio, ensure_buckets
+from infra.provenance import CHECKOUT
 from infra.settings import Settings
 from infra.topic_admin import build_admin, create_topics
 from learner.samples import SampleBuilder
@@ -51,6 +54,24 @@ def webgym_cli(
         text=True,
         timeout=timeout,
     )
+
+
+def run_bench(
+    settings: Settings, module: str, *args: str, out: Path, timeout: float
+) -> tuple[dict[str, Any], subprocess.CompletedProcess]:
+    """``python -m bench.MODULE ARGS --out OUT`` as a user runs it from the checkout, with these
+    settings; asserts it exited 0 (its output's tail in the message) and returns the result file
+    it wrote and the finished process (its progress lines on stderr)."""
+    done = subprocess.run(
+        [sys.executable, "-m", f"bench.{module}", *args, "--out", str(out)],
+        cwd=CHECKOUT,
+        env=settings_env(settings),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return json.loads(out.read_text()), done
 
 
 @contextlib.contextmanager

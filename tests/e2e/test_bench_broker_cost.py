@@ -4,15 +4,10 @@ every reader receives every record written, and the run leaves no topic behind."
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
 
-from commands.children import settings_env
-from infra.provenance import CHECKOUT
 from infra.topic_admin import build_admin
+from tests.e2e.conftest import run_bench
 
 
 @pytest.mark.timeout(300)
@@ -20,14 +15,11 @@ def test_one_window_of_each_configuration_measures_the_broker_and_loses_no_recor
     stack_settings, tmp_path
 ):
     before = set(build_admin(stack_settings).list_topics(timeout=10).topics)
-    out = tmp_path / "broker_cost.json"
-    argv = [sys.executable, "-m", "bench.broker_cost", "--repeat", "1", "--seconds", "3",
-            "--warmup", "2", "--rate", "40", "--sizes", "1000,70000", "--readers", "0,2",
-            "--out", str(out)]  # fmt: skip
-    done = subprocess.run(argv, cwd=CHECKOUT, env=settings_env(stack_settings),
-                          capture_output=True, text=True, timeout=280)  # fmt: skip
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    result = json.loads(out.read_text())
+    args = ["--repeat", "1", "--seconds", "3", "--warmup", "2", "--rate", "40",
+            "--sizes", "1000,70000", "--readers", "0,2"]  # fmt: skip
+    result, done = run_bench(
+        stack_settings, "broker_cost", *args, out=tmp_path / "broker_cost.json", timeout=280
+    )
 
     assert "broker_cost" in result["provenance"]["command"] and result["repeats"] == 1
     configs = [w["config"] for w in result["windows"]]

@@ -4,15 +4,10 @@ record: bench/results/idle_cost.json); it leaves no topic behind."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
 
-from commands.children import settings_env
-from infra.provenance import CHECKOUT
 from infra.topic_admin import build_admin
+from tests.e2e.conftest import run_bench
 
 WORKER_ROLES = {
     "kafka broker", "faust worker", "browser worker", "policy worker", "playwright driver",
@@ -25,13 +20,10 @@ def test_one_window_of_each_kind_profiles_the_stack_alone_then_the_idle_workers(
     stack_settings, tmp_path
 ):
     before = set(build_admin(stack_settings).list_topics(timeout=10).topics)
-    out = tmp_path / "idle_cost.json"
-    argv = [sys.executable, "-m", "bench.idle_cost", "--repeat", "1", "--seconds", "4",
-            "--settle", "2", "--out", str(out)]  # fmt: skip
-    done = subprocess.run(argv, cwd=CHECKOUT, env=settings_env(stack_settings),
-                          capture_output=True, text=True, timeout=280)  # fmt: skip
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    result = json.loads(out.read_text())
+    args = ["--repeat", "1", "--seconds", "4", "--settle", "2"]
+    result, done = run_bench(
+        stack_settings, "idle_cost", *args, out=tmp_path / "idle_cost.json", timeout=280
+    )
 
     assert "idle_cost" in result["provenance"]["command"] and result["repeats"] == 1
     stack, workers = result["windows"]

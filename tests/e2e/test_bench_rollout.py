@@ -4,14 +4,9 @@ repetitions, is the figure of record: bench/results/rollout.json)."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
 
-from commands.children import settings_env
-from infra.provenance import CHECKOUT
+from tests.e2e.conftest import run_bench
 
 PIPELINE_ROLES = {
     "bench", "kafka broker", "faust worker", "browser worker", "policy worker",
@@ -23,17 +18,14 @@ PIPELINE_ROLES = {
 def test_one_small_round_profiles_every_process_and_says_where_it_came_from(
     stack_settings, tmp_path
 ):
-    out = tmp_path / "rollout.json"
-    argv = [sys.executable, "-m", "bench.rollout", "--episodes", "4", "--in-flight", "2",
-            "--median", "0.3", "--sync-batches", "1", "--partitions", "3", "--sites", "2",
-            "--seeds", "3",
-            "--repeat", "1", "--unloaded-seconds", "5", "--out", str(out),
+    args = ["--episodes", "4", "--in-flight", "2", "--median", "0.3", "--sync-batches", "1",
+            "--partitions", "3", "--sites", "2", "--seeds", "3",
+            "--repeat", "1", "--unloaded-seconds", "5",
             "--growth", "--growth-in-flight", "1,2", "--growth-episodes", "3",
             "--growth-replays", "2", "--warmup-episodes", "2"]  # fmt: skip
-    done = subprocess.run(argv, cwd=CHECKOUT, env=settings_env(stack_settings),
-                          capture_output=True, text=True, timeout=840)  # fmt: skip
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    result = json.loads(out.read_text())
+    result, done = run_bench(
+        stack_settings, "rollout", *args, out=tmp_path / "rollout.json", timeout=840
+    )
 
     provenance = result["provenance"]
     assert len(provenance["commit"]) >= 40 and provenance["machine"]["cores"] >= 1
