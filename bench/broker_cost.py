@@ -31,6 +31,7 @@ Writes bench/results/broker_cost.json. Run after `webgym up`:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import os
 import sys
@@ -41,6 +42,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 
 from bench.rollout import Progress, spread
@@ -110,7 +112,14 @@ class Readers:
         for thread in self._threads:
             thread.start()
         if self._ready is not None:
-            self._ready.wait(60)
+            try:
+                self._ready.wait(60)
+            except threading.BrokenBarrierError:
+                self.close()
+                raise SystemExit(
+                    f"the readers were given no partition of {topic} within 60 s; is the broker "
+                    "up and answering (`webgym status`)?"
+                ) from None
 
     def _follow(self, settings: Settings, topic: str, index: int) -> None:
         consumer = build_consumer(
@@ -128,7 +137,8 @@ class Readers:
                         self.received[index] += 1
                 if not waited and consumer.assignment():
                     waited = True
-                    self._ready.wait(60)
+                    with contextlib.suppress(threading.BrokenBarrierError):
+                        self._ready.wait(60)
         finally:
             consumer.close()
 
@@ -143,9 +153,8 @@ class Readers:
         return self.received
 
 
-def _write(settings: Settings, topic: str, size: int, rate: float, seconds: float) -> int:
+def _write(producer: Producer, topic: str, size: int, rate: float, seconds: float) -> int:
     """Write ``rate`` records a second of ``size`` bytes for ``seconds``; the count written."""
-    producer = build_producer(settings, client_id="webgym-broker-cost")
     payload = os.urandom(size)
     started, written = time.monotonic(), 0
     while (now := time.monotonic()) - started < seconds:
@@ -173,11 +182,13 @@ def window(
         time.sleep(seconds)
         elapsed = time.monotonic() - began
         return {"config": "idle", "cores": round((cpu() - before) / elapsed, 4), "written": 0}
+    # Made first: an idempotent producer asks the broker for its id as it starts, not per record.
+    producer = build_producer(settings, client_id="webgym-broker-cost")
     following, written = Readers(settings, topic, readers), 0
     try:
-        time.sleep(1.0)  # past the readers' first fetches
+        time.sleep(1.0)  # past the readers' first fetches and the producer's start
         before, began = cpu(), time.monotonic()
-        written = _write(settings, topic, size, rate, seconds)
+        written = _write(producer, topic, size, rate, seconds)
         elapsed = time.monotonic() - began
         used = cpu() - before
     finally:
