@@ -47,6 +47,7 @@ from confluent_kafka.admin import NewTopic
 
 from bench.rollout import Progress, spread
 from infra.consumer import build_consumer, drain
+from infra.leftovers import remove_prefix
 from infra.processes import all_stats, command_line
 from infra.producer import build_producer
 from infra.provenance import provenance, write_result
@@ -98,8 +99,9 @@ def fit(summary: dict[str, dict[str, Any]], sizes: list[int], readers: list[int]
 
 
 class Readers:
-    """``n`` consumers following ``topic`` from its end, each in a group of its own, in threads;
-    ``close`` stops them and returns how many records each received."""
+    """``n`` consumers following ``topic`` (``<prefix>.<name>``) from its end, each in a group of
+    its own (``<prefix>.reader-<hex>``, which :func:`infra.leftovers.remove_prefix` finds with the
+    topic), in threads; ``close`` stops them and returns how many records each received."""
 
     def __init__(self, settings: Settings, topic: str, n: int):
         self._stop = threading.Event()
@@ -124,8 +126,9 @@ class Readers:
     def _follow(self, settings: Settings, topic: str, index: int) -> None:
         consumer = build_consumer(
             settings,
-            group_id=f"webgym-broker-cost-{uuid.uuid4().hex[:8]}",
+            group_id=f"{topic.split('.')[0]}.reader-{uuid.uuid4().hex[:8]}",
             client_id="webgym-broker-cost",
+            # Committing every few seconds, as the workers do, is part of what a reader costs.
             **{"auto.offset.reset": "latest", "enable.auto.commit": True},
         )
         consumer.subscribe([topic])
@@ -233,7 +236,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     began = provenance(["bench/broker_cost.py", *(sys.argv[1:] if argv is None else argv)])
     settings = Settings()
     broker_cpu_s()  # a clear error before anything is created when no broker runs
-    topic = f"bench-broker-cost-{uuid.uuid4().hex[:8]}"
+    # The run's prefix names its topic and its readers' groups: all go at its end, and a killed
+    # run's with `webgym topics prune`.
+    prefix = f"bench-{uuid.uuid4().hex[:8]}"
+    topic = f"{prefix}.broker-cost"
     admin = build_admin(settings)
     admin.create_topics([NewTopic(topic, PARTITIONS, settings.replication_factor or 1)])[
         topic
@@ -254,7 +260,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         | window(settings, topic, size, count, args.rate, args.seconds)
                     )
     finally:
-        admin.delete_topics([topic])
+        remove_prefix(admin, None, prefix)  # the readers have closed: their groups are empty
     found = summary(windows)
     result = {
         "benchmark": "broker_cost",

@@ -1,6 +1,7 @@
 """`bench.broker_cost` at the size of a test, on the real broker: one window of each configuration
 (the full benchmark, with its repetitions, is the figure of record: bench/results/broker_cost.json);
-every reader receives every record written, and the run leaves no topic behind."""
+every reader receives every record written, and the run leaves no topic and no consumer group
+behind."""
 
 from __future__ import annotations
 
@@ -14,7 +15,12 @@ from tests.e2e.conftest import run_bench
 def test_one_window_of_each_configuration_measures_the_broker_and_loses_no_record(
     stack_settings, tmp_path
 ):
-    before = set(build_admin(stack_settings).list_topics(timeout=10).topics)
+    admin = build_admin(stack_settings)
+
+    def groups() -> set[str]:
+        return {g.group_id for g in admin.list_consumer_groups().result(timeout=10).valid}
+
+    before, groups_before = set(admin.list_topics(timeout=10).topics), groups()
     args = ["--repeat", "1", "--seconds", "3", "--warmup", "2", "--rate", "40",
             "--sizes", "1000,70000", "--readers", "0,2"]  # fmt: skip
     result, done = run_bench(
@@ -37,5 +43,8 @@ def test_one_window_of_each_configuration_measures_the_broker_and_loses_no_recor
     assert all(c["take_ms"] is not None for c in result["per_record"].values())
     assert all(list(c["hand_ms"]) == ["0-2"] for c in result["per_record"].values())
     assert done.stderr.count("min left)") == 6, done.stderr[-2000:]
-    left = set(build_admin(stack_settings).list_topics(timeout=10).topics) - before
-    assert not [t for t in left if t.startswith("bench-broker-cost-")], sorted(left)
+    left = set(admin.list_topics(timeout=10).topics) - before
+    assert not [t for t in left if t.endswith(".broker-cost")], sorted(left)
+    # Each window's readers were groups of their own, committing as the workers do; the run
+    # deleted them all (the tenth run finds the broker as the first did).
+    assert not groups() - groups_before, sorted(groups() - groups_before)
