@@ -34,7 +34,8 @@ class ChromiumMissing(RuntimeError):
 
 
 def launch_options(settings: Settings, extra_args: list[str] | None = None) -> dict[str, Any]:
-    """Keyword arguments for ``playwright.chromium.launch``."""
+    """Keyword arguments for ``playwright.chromium.launch``: webgym's flags, then the settings'
+    ``chromium_args``, then ``extra_args``."""
     if not settings.chromium_path.exists():
         raise ChromiumMissing(
             f"Chromium not found at {settings.chromium_path}. Install Debian's build with "
@@ -43,7 +44,7 @@ def launch_options(settings: Settings, extra_args: list[str] | None = None) -> d
     return {
         "executable_path": str(launcher(settings)),
         "headless": True,
-        "args": [*CHROMIUM_ARGS, *(extra_args or [])],
+        "args": [*CHROMIUM_ARGS, *shlex.split(settings.chromium_args), *(extra_args or [])],
     }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from pathlib import Path
 from typing import Literal
 
@@ -81,6 +82,12 @@ class Settings(BaseSettings):
     # Browser
     chromium_path: Path = Field(
         Path("/usr/bin/chromium"), description="Chromium executable Playwright launches"
+    )
+    chromium_args: str = Field(
+        "",
+        description="more command-line flags for every Chromium the workers and benchmarks "
+        "launch, after webgym's own, split as a shell splits them (e.g. "
+        "'--js-flags=--no-memory-reducer')",
     )
     browser_nice: int = Field(
         0,
@@ -222,6 +229,21 @@ class Settings(BaseSettings):
         if not value or not set(value) <= allowed:
             raise ValueError(
                 f"topic prefix {value!r} may only use letters, digits, '.', '_' and '-'"
+            )
+        return value
+
+    @field_validator("chromium_args")
+    @classmethod
+    def _chromium_args_split(cls, value: str) -> str:
+        try:
+            flags = shlex.split(value)
+        except ValueError as error:
+            raise ValueError(f"cannot split {value!r} as a shell would: {error}") from None
+        stray = [flag for flag in flags if not flag.startswith("-")]
+        if stray:
+            raise ValueError(
+                f"{', '.join(map(repr, stray))} is not a flag: every word starts with '-' "
+                "(give a flag's value as --flag=value)"
             )
         return value
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+from pydantic import ValidationError
+
 from infra.chromium import launch_options, launcher
 from infra.settings import Settings
 
@@ -54,3 +57,22 @@ def test_the_wrapper_follows_the_settings_and_leaves_nothing_half_written(tmp_pa
     moved = first.model_copy(update={"chromium_path": Path("/opt/other/chromium")})
     assert launcher(moved) == path and "/opt/other/chromium" in path.read_text()
     assert sorted(p.name for p in path.parent.iterdir()) == ["chromium-nice-5"]
+
+
+def test_the_settings_flags_follow_webgyms_own_and_come_before_the_callers(
+    tmp_path: Path, monkeypatch
+):
+    monkeypatch.setenv("WEBGYM_CHROMIUM_ARGS", "--js-flags='--no-memory-reducer --foo' --lang=de")
+    settings = Settings(
+        chromium_path=_fake_chromium(tmp_path), cache_dir=tmp_path / "cache", browser_cpu_weight=0
+    )
+    args = launch_options(settings, ["--caller"])["args"]
+    assert args[-3:] == ["--js-flags=--no-memory-reducer --foo", "--lang=de", "--caller"]
+    assert args[0] == "--headless=new"
+
+
+def test_chromium_args_that_do_not_split_or_are_not_flags_are_refused_with_the_rule():
+    with pytest.raises(ValidationError, match="cannot split"):
+        Settings(chromium_args="--js-flags='--unclosed")
+    with pytest.raises(ValidationError, match="'no-memory-reducer' is not a flag"):
+        Settings(chromium_args="--js-flags no-memory-reducer")
