@@ -7,9 +7,9 @@ the browsers less: ``WEBGYM_BROWSER_NICE`` starts every Chromium process under `
 (:func:`infra.chromium.launcher`, :mod:`infra.cpu_group`). This runs rounds of the rollout
 benchmark (:func:`bench.rollout.one_round`: the asynchronous, synchronous and instant-policy
 pipeline, the bare Playwright loop, the unloaded Kafka run), the configurations alternating
-round by round, and keeps for each the median of its rounds: hop p50/p99 (loaded and unloaded),
-throughput, the ratios to the ideal and to the bare loop, and the pipeline's and Chromium's CPU
-per step.
+in an order rotated each round, and keeps for each the median of its rounds: hop p50/p99
+(loaded and unloaded), throughput, the ratios to the ideal and to the bare loop, and the
+pipeline's and Chromium's CPU per step.
 
 Writes bench/results/browser_priority.json. Run after `webgym up` (as root for the weights):
 `.venv/bin/python -m bench.browser_priority` (about 7 minutes a round with the defaults).
@@ -69,7 +69,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     summary = (
         "per browser configuration (a niceness, or one cgroup of that CPU weight for all "
         "browsers): each figure's median, least and greatest over its rounds, and every round's "
-        "value; the configurations alternate round by round on one machine"
+        "value; the configurations alternate on one machine, their order rotating each round "
+        "(`orders`)"
     )
     return compare("browser_priority", configs, workload_of(args), args.repeat, args.out, summary)
 

@@ -3,8 +3,9 @@
 A configuration is a name and the settings it changes (any field of :class:`infra.settings.
 Settings`, as ``WEBGYM_<FIELD>`` would set it). Each round of :func:`bench.rollout.one_round`
 (the asynchronous, synchronous and instant-policy pipeline, the bare Playwright loop, the unloaded
-Kafka run) runs once per configuration, the configurations alternating round by round, so that
-the machine's drift falls on all of them alike. For each configuration the result keeps every
+Kafka run) runs once per configuration, the configurations alternating, their order rotating
+round by round (``orders``: each configuration leads a round in turn), so that the machine's
+drift falls on all of them alike. For each configuration the result keeps every
 round's figures (:func:`figures`) and their median, least and greatest.
 
     .venv/bin/python -m bench.compare --config "linger 0:streams_linger_ms=0" \\
@@ -23,6 +24,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from bench.rollout import Progress, one_round, spread
+from bench.rounds import rotated
 from commands.children import stop_cleanly_on_sigterm
 from infra.provenance import provenance as provenance_now
 from infra.provenance import write_result
@@ -112,15 +114,19 @@ def compare(
     out: Path,
     summary: str,
 ) -> dict[str, Any]:
-    """``repeat`` rounds of each configuration, alternating; writes ``out`` with provenance and
-    returns the result (``by_config``: each figure's median, least, greatest and rounds)."""
+    """``repeat`` rounds of each configuration, alternating in an order rotated each round
+    (:func:`bench.rounds.rotated`); writes ``out`` with provenance and returns the result
+    (``by_config``: each figure's median, least, greatest and rounds; ``orders``: each round's
+    order)."""
     began = provenance_now()
     progress = Progress(repeat * len(configs) * Progress.PHASES_PER_ROUND)
     by_config: dict[str, list[dict[str, float | None]]] = {name: [] for name in configs}
+    orders: list[list[str]] = []
     for r in range(repeat):
-        for name, settings in configs.items():
+        orders.append(rotated(list(configs), r))
+        for name in orders[-1]:
             progress.round = f"round {r + 1}/{repeat}, {name}"
-            by_config[name].append(figures(one_round(settings, workload, progress)))
+            by_config[name].append(figures(one_round(configs[name], workload, progress)))
     result = {
         "benchmark": benchmark,
         "workload": {**vars(workload)},
@@ -131,6 +137,7 @@ def compare(
             for name, rounds in by_config.items()
         },
         "rounds": by_config,
+        "orders": orders,
     }
     result = write_result(out, result, produced_by=began)
     print(json.dumps(result["by_config"], indent=2))
@@ -189,7 +196,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "per configuration (settings changed from the defaults: "
         + "; ".join(args.config)
         + "): each figure's median, least and greatest over its rounds, and every round's "
-        "value; the configurations alternate round by round on one machine"
+        "value; the configurations alternate on one machine, their order rotating each round "
+        "(`orders`)"
     )
     return compare("compare", configs, workload_of(args), args.repeat, args.out, summary)
 

@@ -37,6 +37,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from bench.rounds import rotated
 from infra.provenance import CHECKOUT, write_result
 from infra.provenance import provenance as provenance_now
 
@@ -186,8 +187,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
             checkouts["session_against"], against = stack.enter_context(worktree(args.against))
         total = args.repeat * len(variants)
         for n in range(args.repeat):
-            shift = n % len(variants)  # rotate the order: each variant leads a round in turn
-            order = variants[shift:] + variants[:shift]
+            order = rotated(variants, n)
             this: dict[str, Any] = {"order": order}
             for variant in order:
                 done = n * len(variants) + len(this) - 1

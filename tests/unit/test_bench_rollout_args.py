@@ -148,3 +148,23 @@ def test_the_stream_processors_producer_lingers_as_set(tmp_path):
     for ms, seconds in [(0, 0), (5, 0.005)]:
         settings = Settings(streams_linger_ms=ms, state_dir=tmp_path)
         assert build_app(settings, AGENT_SETS).conf.producer_linger == seconds
+
+
+def test_a_comparison_rotates_its_order_so_each_configuration_leads_a_round(tmp_path, monkeypatch):
+    from bench import compare
+    from bench.rounds import rotated
+    from infra.settings import Settings
+
+    assert [rotated("abc", n) for n in range(4)] == [
+        ["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"], ["a", "b", "c"]
+    ]  # fmt: skip
+    assert rotated([], 3) == []
+    ran: list[int] = []
+    monkeypatch.setattr(compare, "one_round", lambda s, w, p: ran.append(s.browser_nice) or {})
+    monkeypatch.setattr(compare, "figures", lambda one: {"steps": float(len(ran))})
+    configs = {"a": Settings(browser_nice=1), "b": Settings(browser_nice=2)}
+    result = compare.compare("t", configs, compare.rollout_args(), 3, tmp_path / "r.json", "s")
+    assert ran == [1, 2, 2, 1, 1, 2]
+    assert result["orders"] == [["a", "b"], ["b", "a"], ["a", "b"]]
+    assert result["rounds"] == {"a": [{"steps": 1.0}, {"steps": 4.0}, {"steps": 5.0}],
+                                "b": [{"steps": 2.0}, {"steps": 3.0}, {"steps": 6.0}]}  # fmt: skip
