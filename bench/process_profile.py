@@ -12,10 +12,16 @@ page split among its sharers, so the roles add up to what the run holds; read fr
 ``smaps_rollup``, which makes the kernel walk each process's page tables: about 0.1 s of CPU
 for 30 Chromium pages. :class:`PssSchedule` reads it at the first and last samples, and between
 them at a role's new resident peak or every ``PSS_EVERY`` samples, but only while its reads so
-far took at most ``PSS_SHARE`` of one core over the window). The whole machine's busy CPU
+far took at most ``PSS_SHARE`` of one core over the window). A process that exits between
+two samples used CPU that no sample saw (after its last one; all of it if it was born since
+the one before): its parent's time of children it waited for (``cutime`` and ``cstime``) grows
+by all that the child used, so what the parent reaped beyond the child's last sample is counted
+too (``exited_cpu_s``, overall and per role: the role of the children that exited, or the
+parent's for a child no sample saw): Chromium's renderers end with their episodes, and
+closing a page is work. The whole machine's busy CPU
 time over the same window gives ``coverage``: the share of the machine's CPU the profile
-accounts for (the rest is the kernel, other programs, and CPU a process used after its last
-sample before it exited, at most ``interval_s`` each).
+accounts for (the rest is the kernel, other programs, and what processes reaped by one
+outside the run used after their last sample).
 
 Guarantees: sampling never raises for a process that exits meanwhile; the profiler's own CPU is
 reported under ``profiler`` and left out of ``pipeline_cpu_s_per_step``, as are Chromium and the
@@ -109,6 +115,23 @@ class _Seen:
     role: str
     first_cpu_s: float
     last_cpu_s: float = 0.0
+    ppid: int = 0
+    first_children_s: float = 0.0  # CPU of its children that exited and it waited for: at the
+    last_children_s: float = 0.0  # first sample (0 if born since), and at the last
+    vanished_s: float = 0.0  # what its children that exited had used at their last sample
+    vanished_roles: dict[str, float] = field(default_factory=dict)  # their CPU by role
+
+    def exited_cpu_s(self) -> float:
+        """CPU its children used after their last sample (or, born and gone between two
+        samples, all of theirs): what it reaped beyond what the samples saw of them."""
+        return max(0.0, self.last_children_s - self.first_children_s - self.vanished_s)
+
+    def exited_role(self) -> str:
+        """Whose that CPU is: the role of the children that used most of it, else its own (a
+        child no sample saw)."""
+        if not self.vanished_roles:
+            return self.role
+        return max(self.vanished_roles.items(), key=lambda item: item[1])[0]
 
 
 @dataclass
@@ -128,6 +151,7 @@ class ProfileAccount:
     last_busy_s: float = 0.0
     started: float = 0.0
     ended: float = 0.0
+    _live: set[tuple[int, int]] = field(default_factory=set)  # the processes of the last sample
 
     def add(
         self,
@@ -144,16 +168,26 @@ class ProfileAccount:
         self.last_busy_s, self.ended = busy_s, at
         self.samples += 1
         rss: dict[str, int] = {}
+        now: set[tuple[int, int]] = set()
         for role, stat in processes:
             key = (stat.pid, stat.start_ticks)
+            now.add(key)
             entry = self.seen.get(key)
             if entry is None:  # there at the start: from here on; born since: all of its time
-                entry = self.seen[key] = _Seen(role, stat.cpu_s if first else 0.0)
+                entry = self.seen[key] = _Seen(
+                    role,
+                    stat.cpu_s if first else 0.0,
+                    first_children_s=stat.children_cpu_s if first else 0.0,
+                )
             # What it is now: a process that exec'd since (Debian's `chromium` is a shell
             # script until it execs the browser) counts, all of it, as what it became.
             entry.role = role
             entry.last_cpu_s = stat.cpu_s
+            entry.ppid = stat.ppid
+            entry.last_children_s = stat.children_cpu_s
             rss[role] = rss.get(role, 0) + stat.rss_bytes
+        self._vanish([key for key in self._live if key not in now], now)
+        self._live = now
         for role, total in rss.items():
             self.rss_peak[role] = max(self.rss_peak.get(role, 0), total)
             self.rss_sums.setdefault(role, []).append(total)
@@ -165,6 +199,29 @@ class ProfileAccount:
             for role, total in pss.items():
                 self.pss_peak[role] = max(self.pss_peak.get(role, 0.0), total)
 
+    def _vanish(self, gone: list[tuple[int, int]], now: set[tuple[int, int]]) -> None:
+        """Processes sampled before and gone now: what they had used at their last sample is
+        told to their parent, whose children's CPU will include all of theirs once it has
+        waited for them; or, if the parent is gone too, to the nearest ancestor of the run that
+        is live (whose children's CPU includes its children's)."""
+        live = {pid: (pid, start) for pid, start in now}
+        was = {pid: (pid, start) for pid, start in gone}
+        for key in gone:
+            child = self.seen[key]
+            up, parent = child.ppid, None
+            for _ in range(len(gone) + 1):  # up through the parents gone with it
+                if up in live:
+                    parent = self.seen[live[up]]
+                    break
+                if up not in was:
+                    break
+                up = self.seen[was[up]].ppid
+            if parent is None:
+                continue
+            used = child.last_cpu_s + child.last_children_s
+            parent.vanished_s += used
+            parent.vanished_roles[child.role] = parent.vanished_roles.get(child.role, 0.0) + used
+
     def new_peak(self, processes: list[tuple[str, ProcStat]]) -> bool:
         """Whether these processes take some role's resident size above its peak so far."""
         rss: dict[str, int] = {}
@@ -173,16 +230,24 @@ class ProfileAccount:
         return any(total > self.rss_peak.get(role, 0) for role, total in rss.items())
 
     def figures(self, steps: int) -> dict[str, Any]:
-        """Per role: processes, CPU seconds, CPU seconds per step, share of the profiled CPU,
-        peak and mean resident MB, peak proportional MB (None if never read); and the
-        totals."""
+        """Per role: processes, CPU seconds (of which ``exited_cpu_s`` after processes' last
+        samples), CPU seconds per step, share of the profiled CPU, peak and mean resident MB,
+        peak proportional MB (None if never read); and the totals."""
         cpu: dict[str, float] = {}
+        exited: dict[str, float] = {}
         count: dict[str, int] = {}
         for entry in self.seen.values():
             cpu[entry.role] = cpu.get(entry.role, 0.0) + max(
                 0.0, entry.last_cpu_s - entry.first_cpu_s
             )
             count[entry.role] = count.get(entry.role, 0) + 1
+            after = entry.exited_cpu_s()
+            if after > 0:
+                role = entry.exited_role()
+                exited[role] = exited.get(role, 0.0) + after
+        for role, seconds in exited.items():
+            cpu[role] = cpu.get(role, 0.0) + seconds
+            count.setdefault(role, 0)
         total = sum(cpu.values())
         busy = self.last_busy_s - (self.first_busy_s or 0.0)
         per_step = steps or 1
@@ -196,6 +261,7 @@ class ProfileAccount:
             "steps": steps,
             "machine_busy_s": round(busy, 1),
             "profiled_cpu_s": round(total, 1),
+            "exited_cpu_s": round(sum(exited.values()), 2),
             "coverage": round(total / busy, 3) if busy > 0 else None,
             "chromium_cpu_s_per_step": round(chromium / per_step, 4),
             "pipeline_cpu_s_per_step": round(pipeline / per_step, 4),
@@ -203,6 +269,7 @@ class ProfileAccount:
                 role: {
                     "processes": count[role],
                     "cpu_s": round(seconds, 2),
+                    "exited_cpu_s": round(exited.get(role, 0.0), 2),
                     "cpu_s_per_step": round(seconds / per_step, 4),
                     "cpu_share": round(seconds / total, 3) if total else 0.0,
                     "rss_mb": round(self.rss_peak.get(role, 0) / 2**20, 1),

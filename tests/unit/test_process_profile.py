@@ -277,3 +277,50 @@ def test_a_process_of_the_run_read_empty_is_asked_again():
         None,
     ]
     assert reads == []  # both settled
+
+
+def _child(pid: int, ppid: int, cpu_s: float, children_s: float = 0.0, start: int = 1) -> ProcStat:
+    return ProcStat(pid, ppid, "S", cpu_s, children_s, start, 2**20)
+
+
+def test_what_exited_processes_used_after_their_last_sample_is_counted_from_their_parent():
+    account = ProfileAccount()
+    # A zygote that had reaped 50 s of children before the window, and one renderer.
+    account.add(0.0, 0.0, [("chromium zygote", _child(10, 1, 1.0, 50.0)),
+                           ("chromium renderer", _child(11, 10, 2.0))])  # fmt: skip
+    account.add(1.0, 5.0, [("chromium zygote", _child(10, 1, 1.0, 50.0)),
+                           ("chromium renderer", _child(11, 10, 3.0))])  # fmt: skip
+    # The renderer exits at 4.5 s in all, and the zygote reaps it; another renderer is born
+    # and reaped between two samples (0.25 s) — then one is born that lives on.
+    account.add(2.0, 9.0, [("chromium zygote", _child(10, 1, 1.0, 54.75)),
+                           ("chromium renderer", _child(12, 10, 0.5))])  # fmt: skip
+    figures = account.figures(steps=1)
+    renderers = figures["by_role"]["chromium renderer"]
+    # Sampled: 1.0 (pid 11) + 0.5 (pid 12); after its last sample pid 11 used 1.5, and the
+    # renderer no sample saw 0.25: the renderers' role, the children that exited being theirs.
+    assert renderers["cpu_s"] == 3.25 and renderers["exited_cpu_s"] == 1.75
+    assert figures["exited_cpu_s"] == 1.75 and figures["profiled_cpu_s"] == 3.2
+    assert figures["by_role"]["chromium zygote"]["cpu_s"] == 0.0  # its own time did not move
+
+
+def test_a_child_gone_with_its_parent_is_counted_once_at_the_nearest_live_ancestor():
+    account = ProfileAccount()
+    account.add(0.0, 0.0, [("playwright driver", _child(20, 1, 5.0)),
+                           ("chromium browser", _child(21, 20, 10.0)),
+                           ("chromium gpu", _child(22, 21, 4.0))])  # fmt: skip
+    # Both exit; the browser reaped the GPU process (6.0 in all) and the driver reaped the
+    # browser (11.0 of its own): the driver's children's time grows by 17.0.
+    account.add(1.0, 3.0, [("playwright driver", _child(20, 1, 5.5, 17.0))])
+    by_role = account.figures(steps=1)["by_role"]
+    assert by_role["playwright driver"]["cpu_s"] == 0.5
+    assert by_role["chromium browser"]["exited_cpu_s"] == 3.0  # 1.0 of its own + 2.0 of the GPU's
+    assert by_role["chromium gpu"]["exited_cpu_s"] == 0.0
+    total = sum(role["cpu_s"] for role in by_role.values())
+    assert total == 0.5 + 3.0  # nothing sampled twice
+
+
+def test_a_parent_that_reaped_nothing_new_adds_nothing():
+    account = ProfileAccount()
+    account.add(0.0, 0.0, [("bench", _child(30, 1, 1.0, 7.0)), ("other git", _child(31, 30, 0.2))])
+    account.add(1.0, 1.0, [("bench", _child(30, 1, 1.2, 7.0))])  # not yet waited for: nothing
+    assert account.figures(steps=1)["exited_cpu_s"] == 0.0
