@@ -34,6 +34,10 @@ class SettingsError(ValueError):
     """A setting is missing or inconsistent; the message says which and how to fix it."""
 
 
+# Chromium's switches that hold a list and keep only their last occurrence.
+FEATURE_LISTS = ("--disable-features", "--enable-features")
+
+
 class Settings(BaseSettings):
     """Connection points, names and local directories, with defaults for the local stack."""
 
@@ -87,7 +91,8 @@ class Settings(BaseSettings):
         "",
         description="more command-line flags for every Chromium the workers and benchmarks "
         "launch, after webgym's own, split as a shell splits them (e.g. "
-        "'--js-flags=--no-memory-reducer')",
+        "'--js-flags=--no-memory-reducer'); not --disable-features or --enable-features, "
+        "which would replace Playwright's own lists",
     )
     browser_nice: int = Field(
         0,
@@ -244,6 +249,14 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"{', '.join(map(repr, stray))} is not a flag: every word starts with '-' "
                 "(give a flag's value as --flag=value)"
+            )
+        lists = sorted({f.split("=")[0] for f in flags if f.split("=")[0] in FEATURE_LISTS})
+        if lists:
+            raise ValueError(
+                f"{' and '.join(lists)} cannot be given here: Chromium keeps only the last of "
+                "each, and Playwright passes its own (HttpsUpgrades, PaintHolding and more off; "
+                "its screenshot surface on), so yours would silently replace that list. Launch "
+                "Chromium yourself for such a trial, or ask for a setting that merges the lists"
             )
         return value
 

@@ -76,3 +76,12 @@ def test_chromium_args_that_do_not_split_or_are_not_flags_are_refused_with_the_r
         Settings(chromium_args="--js-flags='--unclosed")
     with pytest.raises(ValidationError, match="'no-memory-reducer' is not a flag"):
         Settings(chromium_args="--js-flags no-memory-reducer")
+
+
+def test_chromium_args_refuse_feature_lists_that_would_replace_playwright_s_own():
+    # Chromium keeps the last --disable-features only: one here would re-enable HttpsUpgrades
+    # and the rest of the list Playwright passes before it.
+    for flags in ["--disable-features=SpareRendererForSitePerProcess", "--enable-features=X --a"]:
+        with pytest.raises(ValidationError, match="features cannot be given here"):
+            Settings(chromium_args=flags)
+    assert Settings(chromium_args="--disable-smooth-scrolling").chromium_args
