@@ -10,8 +10,9 @@ T = TypeVar("T")
 
 def rotated(variants: Sequence[T], round_index: int) -> list[T]:
     """``variants`` rotated left by ``round_index``: over as many rounds as there are variants,
-    each variant runs first once and follows each other variant once, so a drift of the machine
-    within a round does not always fall on the same one."""
+    each variant runs once in each position (first, second, ...), so a drift of the machine
+    within a round does not always fall on the same one. (Who runs just before a variant still
+    repeats: with three, ``a`` always follows ``c`` when it is not first.)"""
     if not variants:
         return []
     shift = round_index % len(variants)

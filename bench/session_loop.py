@@ -12,11 +12,12 @@ and screenshots (:func:`bench.rollout.bare_loop`, an instant latency-model polic
 
 Each variant runs in a fresh Python process whose ``PYTHONPATH`` is its checkout (with
 ``PYTHONSAFEPATH``, so nothing else shadows it; the process reports the file it imported the
-session from), round after round, the order rotating each round so no variant always follows
-the same one. Per variant: steps/s, and CPU seconds per step of Chromium, Playwright's driver and
-the loop's own Python process, from the run's process profile; per round, each session
-variant's steps/s over that round's bare loop (``of_bare``). Figures outside ``rounds`` are the
-medians over the rounds, with their least and greatest values.
+session from), round after round, the order rotating each round so each variant runs first in
+turn (:func:`bench.rounds.rotated`). Per variant: steps/s, and CPU seconds per step of
+Chromium, Playwright's driver and the loop's own Python process, from the run's process
+profile; per round, each session variant's steps/s over that round's bare loop (``of_bare``).
+Figures outside ``rounds`` are the medians over the rounds, with their least and greatest
+values.
 
 Writes bench/results/session_loop.json. Run: ``python -m bench.session_loop --against REV``
 (after ``webgym up``; the stack is not used, but its Chromium settings are).
