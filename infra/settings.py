@@ -34,7 +34,8 @@ class SettingsError(ValueError):
     """A setting is missing or inconsistent; the message says which and how to fix it."""
 
 
-# Chromium's switches that hold a list and keep only their last occurrence.
+# Chromium's switches that hold a list and keep only their last occurrence (infra.chromium joins
+# every occurrence of each into one).
 FEATURE_LISTS = ("--disable-features", "--enable-features")
 
 
@@ -91,8 +92,8 @@ class Settings(BaseSettings):
         "",
         description="more command-line flags for every Chromium the workers and benchmarks "
         "launch, after webgym's own, split as a shell splits them (e.g. "
-        "'--js-flags=--no-memory-reducer'); not --disable-features or --enable-features, "
-        "which would replace Playwright's own lists",
+        "'--js-flags=--no-memory-reducer'); --disable-features and --enable-features are "
+        "joined with Playwright's own lists, not put in their place",
     )
     browser_nice: int = Field(
         0,
@@ -250,13 +251,11 @@ class Settings(BaseSettings):
                 f"{', '.join(map(repr, stray))} is not a flag: every word starts with '-' "
                 "(give a flag's value as --flag=value)"
             )
-        lists = sorted({f.split("=")[0] for f in flags if f.split("=")[0] in FEATURE_LISTS})
-        if lists:
+        bare = sorted({f for f in flags if f.rstrip("=") in FEATURE_LISTS})
+        if bare:
             raise ValueError(
-                f"{' and '.join(lists)} cannot be given here: Chromium keeps only the last of "
-                "each, and Playwright passes its own (HttpsUpgrades, PaintHolding and more off; "
-                "its screenshot surface on), so yours would silently replace that list. Launch "
-                "Chromium yourself for such a trial, or ask for a setting that merges the lists"
+                f"{', '.join(map(repr, bare))} names no feature: give the list with the switch, "
+                "e.g. --disable-features=SpareRendererForSitePerProcess,OtherFeature"
             )
         return value
 

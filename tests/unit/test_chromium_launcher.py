@@ -78,10 +78,40 @@ def test_chromium_args_that_do_not_split_or_are_not_flags_are_refused_with_the_r
         Settings(chromium_args="--js-flags no-memory-reducer")
 
 
-def test_chromium_args_refuse_feature_lists_that_would_replace_playwright_s_own():
-    # Chromium keeps the last --disable-features only: one here would re-enable HttpsUpgrades
-    # and the rest of the list Playwright passes before it.
-    for flags in ["--disable-features=SpareRendererForSitePerProcess", "--enable-features=X --a"]:
-        with pytest.raises(ValidationError, match="features cannot be given here"):
+def test_feature_lists_without_a_feature_are_refused_with_the_form_to_use():
+    for flags in ["--disable-features", "--enable-features= --a"]:
+        with pytest.raises(ValidationError, match="names no feature: give the list"):
             Settings(chromium_args=flags)
-    assert Settings(chromium_args="--disable-smooth-scrolling").chromium_args
+    assert Settings(chromium_args="--disable-features=SpareRendererForSitePerProcess")
+
+
+def test_feature_lists_are_joined_with_playwrights_own_not_replaced(tmp_path: Path):
+    # Chromium keeps the last --disable-features only: without the join, one from the settings
+    # would turn HttpsUpgrades and the rest of the list Playwright passes before it back on.
+    lister = tmp_path / "chromium"
+    lister.write_text("#!/bin/sh\nprintf '%s\\n' \"$@\"\n")  # one argument a line
+    lister.chmod(0o755)
+    settings = Settings(
+        chromium_path=lister,
+        cache_dir=tmp_path / "cache",
+        browser_cpu_weight=0,
+        chromium_args="--disable-features=Spare --js-flags='--a --b'",
+    )
+    options = launch_options(settings, ["--enable-features=Mine"])
+    wrapper = Path(options["executable_path"])
+    assert wrapper.name == "chromium-nice-0-merging-features"
+    playwright_first = ["--disable-features=HttpsUpgrades,PaintHolding", "--enable-features=Cdp"]
+    ran = subprocess.run(
+        [wrapper, *playwright_first, "--x=a b", *options["args"], "about:blank"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    others = [a for a in options["args"] if "-features=" not in a]
+    assert ran.stdout.splitlines() == [
+        "--x=a b",
+        *others,
+        "about:blank",
+        "--disable-features=HttpsUpgrades,PaintHolding,Spare",
+        "--enable-features=Cdp,Mine",
+    ]
