@@ -90,6 +90,24 @@ def figures(one: dict[str, Any]) -> dict[str, float | None]:
     }
 
 
+PROFILED_PHASES = ("async", "instant", "bare")
+
+
+def profiles(one: dict[str, Any]) -> dict[str, dict[str, dict[str, float]]]:
+    """Each profiled phase's CPU by role in one round: processes, CPU seconds per step and, of
+    its CPU seconds, those used after processes' last samples. Kept per round so that one
+    round's outlier can be traced to a process afterwards."""
+    kept = ("processes", "cpu_s_per_step", "exited_cpu_s")
+    return {
+        phase: {
+            role: {k: row[k] for k in kept if k in row}
+            for role, row in one[phase]["profile"].get("by_role", {}).items()
+        }
+        for phase in PROFILED_PHASES
+        if phase in one and "profile" in one[phase]
+    }
+
+
 def rollout_args(**overrides: Any) -> argparse.Namespace:
     """The rollout benchmark's workload: its defaults for one round, with ``overrides``."""
     defaults = {
@@ -117,16 +135,19 @@ def compare(
     """``repeat`` rounds of each configuration, alternating in an order rotated each round
     (:func:`bench.rounds.rotated`); writes ``out`` with provenance and returns the result
     (``by_config``: each figure's median, least, greatest and rounds; ``orders``: each round's
-    order)."""
+    order; ``profiles``: each round's CPU by role and phase, :func:`profiles`)."""
     began = provenance_now()
     progress = Progress(repeat * len(configs) * Progress.PHASES_PER_ROUND)
     by_config: dict[str, list[dict[str, float | None]]] = {name: [] for name in configs}
+    profiled: dict[str, list[dict[str, Any]]] = {name: [] for name in configs}
     orders: list[list[str]] = []
     for r in range(repeat):
         orders.append(rotated(list(configs), r))
         for name in orders[-1]:
             progress.round = f"round {r + 1}/{repeat}, {name}"
-            by_config[name].append(figures(one_round(configs[name], workload, progress)))
+            one = one_round(configs[name], workload, progress)
+            by_config[name].append(figures(one))
+            profiled[name].append(profiles(one))
     result = {
         "benchmark": benchmark,
         "workload": {**vars(workload)},
@@ -138,6 +159,7 @@ def compare(
         },
         "rounds": by_config,
         "orders": orders,
+        "profiles": profiled,
     }
     result = write_result(out, result, produced_by=began)
     print(json.dumps(result["by_config"], indent=2))

@@ -168,3 +168,19 @@ def test_a_comparison_rotates_its_order_so_each_configuration_leads_a_round(tmp_
     assert result["orders"] == [["a", "b"], ["b", "a"], ["a", "b"]]
     assert result["rounds"] == {"a": [{"steps": 1.0}, {"steps": 4.0}, {"steps": 5.0}],
                                 "b": [{"steps": 2.0}, {"steps": 3.0}, {"steps": 6.0}]}  # fmt: skip
+    assert result["profiles"] == {"a": [{}, {}, {}], "b": [{}, {}, {}]}
+
+
+def test_a_comparison_keeps_each_rounds_cpu_by_role_to_trace_an_outlier():
+    from bench import compare
+
+    row = {"processes": 1, "cpu_s": 38.1, "cpu_s_per_step": 0.0766, "exited_cpu_s": 0.0}
+    one = {
+        "async": {"profile": {"by_role": {"faust worker": row}}},
+        "instant": {"profile": {"by_role": {}}},
+        "sync": {"profile": {"by_role": {"faust worker": row}}},  # not a compared phase
+    }
+    assert compare.profiles(one) == {
+        "async": {"faust worker": {"processes": 1, "cpu_s_per_step": 0.0766, "exited_cpu_s": 0.0}},
+        "instant": {},
+    }
