@@ -324,3 +324,16 @@ def test_a_parent_that_reaped_nothing_new_adds_nothing():
     account.add(0.0, 0.0, [("bench", _child(30, 1, 1.0, 7.0)), ("other git", _child(31, 30, 0.2))])
     account.add(1.0, 1.0, [("bench", _child(30, 1, 1.2, 7.0))])  # not yet waited for: nothing
     assert account.figures(steps=1)["exited_cpu_s"] == 0.0
+
+
+def test_what_the_bench_reaps_is_not_counted_it_outlives_the_window():
+    # The bench waits late for an earlier phase's workers (29 s of them and their Chromium),
+    # while this phase's Faust worker, its child, stops in the window: none of the 29 s is this
+    # window's, nor the Faust worker's. (a546a46's comparison counted it as Faust's.)
+    account = ProfileAccount()
+    account.add(0.0, 0.0, [("bench", _child(30, 1, 1.0, 40.0)),
+                           ("faust worker", _child(31, 30, 2.0))])  # fmt: skip
+    account.add(1.0, 3.0, [("bench", _child(30, 1, 1.1, 71.5))])  # reaped: Faust's 2.5 + 29
+    by_role = account.figures(steps=1)["by_role"]
+    assert by_role["faust worker"]["exited_cpu_s"] == 0.0
+    assert by_role["faust worker"]["cpu_s"] == 0.0 and by_role["bench"]["cpu_s"] == 0.1
