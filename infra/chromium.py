@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.cpu_group import group_for
-from infra.settings import FEATURE_LISTS, Settings
+from infra.settings import Settings, feature_list
 
 # Headless on a machine with no display and no outside network: without the background-networking
 # flags Chromium keeps dialling update and sync services and floods the log with refusals.
@@ -45,7 +45,7 @@ def launch_options(settings: Settings, extra_args: list[str] | None = None) -> d
             "`apt-get install chromium`, or set WEBGYM_CHROMIUM_PATH to a Chromium executable."
         )
     args = [*CHROMIUM_ARGS, *shlex.split(settings.chromium_args), *(extra_args or [])]
-    merge = any(arg.split("=", 1)[0] in FEATURE_LISTS for arg in args)
+    merge = any(feature_list(arg) is not None for arg in args)
     return {
         "executable_path": str(launcher(settings, merge_features=merge)),
         "headless": True,
@@ -72,12 +72,12 @@ def launcher(settings: Settings, merge_features: bool = False) -> Path:
     """The executable Playwright starts: the configured Chromium itself or, with
     ``browser_nice`` above 0, a browsers' cgroup (:func:`infra.cpu_group.group_for`: the
     ``browser_cpu_weight`` set, or by default a weight where a group can be made; made or
-    re-weighted here) or ``merge_features``, a script in the cache dir that joins that group,
-    joins each feature list's occurrences into one switch and execs Chromium under ``nice``, so
-    the browser and every process it forks (zygotes, renderers, GPU) run at that niceness, in
-    that group. The script is rewritten atomically when missing or different, so workers sharing
-    a cache dir never see half of one. Raises CpuGroupUnavailable when a weight is set and no
-    cgroup can be made."""
+    re-weighted here) or ``merge_features``, a script in the cache dir. The script puts itself
+    in that group, rewrites the arguments so that each feature list appears once, holding every
+    occurrence's features, and execs Chromium under ``nice``: the browser and every process it
+    forks (zygotes, renderers, GPU) run at that niceness, in that group. The script is
+    rewritten atomically when missing or different, so workers sharing a cache dir never see
+    half of one. Raises CpuGroupUnavailable when a weight is set and no cgroup can be made."""
     nice = settings.browser_nice
     group = group_for(settings.browser_cpu_weight)
     if nice == 0 and group is None and not merge_features:

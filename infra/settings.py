@@ -39,6 +39,16 @@ class SettingsError(ValueError):
 FEATURE_LISTS = ("--disable-features", "--enable-features")
 
 
+def feature_list(flag: str) -> tuple[str, list[str]] | None:
+    """For a flag that sets one of Chromium's feature lists (``--disable-features=A,B``), the
+    switch and the features it names (``("--disable-features", ["A", "B"])``); None for any
+    other flag. The one reading of such a flag, shared by the settings' check and the launch."""
+    switch, _, value = flag.partition("=")
+    if switch not in FEATURE_LISTS:
+        return None
+    return switch, [feature for feature in value.split(",") if feature]
+
+
 class Settings(BaseSettings):
     """Connection points, names and local directories, with defaults for the local stack."""
 
@@ -251,7 +261,7 @@ class Settings(BaseSettings):
                 f"{', '.join(map(repr, stray))} is not a flag: every word starts with '-' "
                 "(give a flag's value as --flag=value)"
             )
-        bare = sorted({f for f in flags if f.rstrip("=") in FEATURE_LISTS})
+        bare = sorted({f for f in flags if (listed := feature_list(f)) and not listed[1]})
         if bare:
             raise ValueError(
                 f"{', '.join(map(repr, bare))} names no feature: give the list with the switch, "

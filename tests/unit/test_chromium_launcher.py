@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from infra.chromium import launch_options, launcher
-from infra.settings import Settings
+from infra.settings import Settings, feature_list
 
 
 def _fake_chromium(tmp_path: Path) -> Path:
@@ -79,10 +79,17 @@ def test_chromium_args_that_do_not_split_or_are_not_flags_are_refused_with_the_r
 
 
 def test_feature_lists_without_a_feature_are_refused_with_the_form_to_use():
-    for flags in ["--disable-features", "--enable-features= --a"]:
+    for flags in ["--disable-features", "--enable-features= --a", "--disable-features=,"]:
         with pytest.raises(ValidationError, match="names no feature: give the list"):
             Settings(chromium_args=flags)
     assert Settings(chromium_args="--disable-features=SpareRendererForSitePerProcess")
+
+
+def test_a_feature_list_is_read_once_for_the_check_and_the_launch():
+    assert feature_list("--disable-features=A,,B") == ("--disable-features", ["A", "B"])
+    assert feature_list("--enable-features") == ("--enable-features", [])
+    assert feature_list("--disable-features-x=A") is None
+    assert feature_list("--js-flags=--disable-features=A") is None
 
 
 def test_feature_lists_are_joined_with_playwrights_own_not_replaced(tmp_path: Path):
