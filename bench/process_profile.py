@@ -121,6 +121,12 @@ class _Seen:
     vanished_s: float = 0.0  # what its children that exited had used at their last sample
     vanished_roles: dict[str, float] = field(default_factory=dict)  # their CPU by role
 
+    def unreaped_s(self) -> float:
+        """What it was told its exited children used (:attr:`vanished_s`) beyond the growth of
+        its children's CPU by its last sample: children it had not yet waited for then, whose
+        CPU its parent will find in it when it, in turn, is waited for."""
+        return max(0.0, self.vanished_s - (self.last_children_s - self.first_children_s))
+
     def exited_cpu_s(self) -> float:
         """CPU its children used after their last sample (or, born and gone between two
         samples, all of theirs): what it reaped beyond what the samples saw of them."""
@@ -200,9 +206,10 @@ class ProfileAccount:
                 self.pss_peak[role] = max(self.pss_peak.get(role, 0.0), total)
 
     def _vanish(self, gone: list[tuple[int, int]], now: set[tuple[int, int]]) -> None:
-        """Processes sampled before and gone now: what they had used at their last sample is
-        told to their parent, whose children's CPU will include all of theirs once it has
-        waited for them; or, if the parent is gone too, to the nearest ancestor of the run that
+        """Processes sampled before and gone now: what they had used at their last sample (with
+        what they had been told of their own exited children and not yet waited for) is told
+        to their parent, whose children's CPU will include all of theirs once it has waited
+        for them; or, if the parent is gone too, to the nearest ancestor of the run that
         is live (whose children's CPU includes its children's)."""
         live = {pid: (pid, start) for pid, start in now}
         was = {pid: (pid, start) for pid, start in gone}
@@ -218,7 +225,10 @@ class ProfileAccount:
                 up = self.seen[was[up]].ppid
             if parent is None:
                 continue
-            used = child.last_cpu_s + child.last_children_s
+            # A child that waited for its own children after its last sample (a browser worker
+            # for Playwright's driver, as it stops) passes their CPU on to the parent too: the
+            # parent is told it here, or it would count CPU the samples saw as CPU none saw.
+            used = child.last_cpu_s + child.last_children_s + child.unreaped_s()
             parent.vanished_s += used
             parent.vanished_roles[child.role] = parent.vanished_roles.get(child.role, 0.0) + used
 
@@ -241,10 +251,7 @@ class ProfileAccount:
                 0.0, entry.last_cpu_s - entry.first_cpu_s
             )
             count[entry.role] = count.get(entry.role, 0) + 1
-            # Not the bench's: it outlives the window, and what it reaps in it includes the
-            # processes of earlier phases (a phase's workers, their whole Chromium), not this
-            # window's: 29 s of them read as a Faust worker's in rounds of a546a46's comparison.
-            after = entry.exited_cpu_s() if entry.role != "bench" else 0.0
+            after = entry.exited_cpu_s()
             if after > 0:
                 role = entry.exited_role()
                 exited[role] = exited.get(role, 0.0) + after

@@ -326,14 +326,34 @@ def test_a_parent_that_reaped_nothing_new_adds_nothing():
     assert account.figures(steps=1)["exited_cpu_s"] == 0.0
 
 
-def test_what_the_bench_reaps_is_not_counted_it_outlives_the_window():
-    # The bench waits late for an earlier phase's workers (29 s of them and their Chromium),
-    # while this phase's Faust worker, its child, stops in the window: none of the 29 s is this
-    # window's, nor the Faust worker's. (a546a46's comparison counted it as Faust's.)
+def test_children_a_process_waits_for_after_its_last_sample_are_not_counted_twice():
+    # a546a46's comparison: as a browser worker stops, it waits for Playwright's driver after
+    # its own last sample, and the bench found the driver's CPU and the Chromium browser's (29 s)
+    # in its children's time, beyond what it had been told: counted again, as a Faust worker's.
     account = ProfileAccount()
     account.add(0.0, 0.0, [("bench", _child(30, 1, 1.0, 40.0)),
-                           ("faust worker", _child(31, 30, 2.0))])  # fmt: skip
-    account.add(1.0, 3.0, [("bench", _child(30, 1, 1.1, 71.5))])  # reaped: Faust's 2.5 + 29
-    by_role = account.figures(steps=1)["by_role"]
-    assert by_role["faust worker"]["exited_cpu_s"] == 0.0
-    assert by_role["faust worker"]["cpu_s"] == 0.0 and by_role["bench"]["cpu_s"] == 0.1
+                           ("faust worker", _child(34, 30, 1.0)),
+                           ("browser worker", _child(31, 30, 2.0)),
+                           ("playwright driver", _child(32, 31, 3.0)),
+                           ("chromium browser", _child(33, 32, 25.0))])  # fmt: skip
+    # Chromium exits (25.5 in all) and the driver waits for it.
+    account.add(1.0, 2.0, [("bench", _child(30, 1, 1.0, 40.0)),
+                           ("faust worker", _child(34, 30, 1.5)),
+                           ("browser worker", _child(31, 30, 2.1)),
+                           ("playwright driver", _child(32, 31, 3.2, 25.5))])  # fmt: skip
+    # The driver exits (3.3 of its own), the worker has not yet waited for it; the Faust
+    # worker stopped at 1.5 and the bench waited for it.
+    account.add(2.0, 4.0, [("bench", _child(30, 1, 1.0, 41.5)),
+                           ("browser worker", _child(31, 30, 2.2))])  # fmt: skip
+    # The worker waits for it (28.8), exits (2.25 of its own); the bench waits for the worker.
+    account.add(3.0, 6.0, [("bench", _child(30, 1, 1.0, 41.5 + 2.25 + 28.8))])
+    figures = account.figures(steps=1)
+    by_role = figures["by_role"]
+    assert by_role["faust worker"]["cpu_s"] == 0.5  # its own in the window, nothing more
+    assert by_role["chromium browser"]["exited_cpu_s"] == 0.5  # after its last sample
+    # After their last samples: the worker 0.05, the driver 0.1, counted at the bench's level.
+    assert by_role["browser worker"]["exited_cpu_s"] == 0.15
+    assert figures["exited_cpu_s"] == 0.65
+    # Each process's CPU in the window, once: Faust 0.5, Chromium 0.5, driver 0.3, worker 0.25.
+    total = sum(role["cpu_s"] for role in by_role.values())
+    assert total == pytest.approx(0.5 + 0.5 + 0.3 + 0.25)
