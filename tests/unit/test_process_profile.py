@@ -357,3 +357,22 @@ def test_children_a_process_waits_for_after_its_last_sample_are_not_counted_twic
     # Each process's CPU in the window, once: Faust 0.5, Chromium 0.5, driver 0.3, worker 0.25.
     total = sum(role["cpu_s"] for role in by_role.values())
     assert total == pytest.approx(0.5 + 0.5 + 0.3 + 0.25)
+
+
+def test_a_child_told_but_never_waited_for_only_lowers_the_unseen_count():
+    # A zygote outlives its Chromium browser and goes to the init process: the walk up told
+    # the driver its 20 s, which the driver never reaps, and passes them on when it exits.
+    account = ProfileAccount()
+    account.add(0.0, 0.0, [("bench", _child(30, 1, 1.0, 40.0)),
+                           ("playwright driver", _child(32, 30, 3.0)),
+                           ("chromium browser", _child(33, 32, 5.0)),
+                           ("chromium zygote", _child(34, 33, 20.0))])  # fmt: skip
+    account.add(1.0, 2.0, [("bench", _child(30, 1, 1.0, 40.0)),
+                           ("playwright driver", _child(32, 30, 3.1))])  # fmt: skip
+    # The driver reaped the browser (5.2 in all), exits (3.2); the bench waits for it.
+    account.add(2.0, 4.0, [("bench", _child(30, 1, 1.0, 40.0 + 3.2 + 5.2))])
+    figures = account.figures(steps=1)
+    # The tails after the last samples (the browser's 0.2, the driver's 0.1) are lost under
+    # the zygote's 20 s; nothing is counted twice, nor below zero.
+    assert figures["exited_cpu_s"] == 0.0
+    assert sum(role["cpu_s"] for role in figures["by_role"].values()) == pytest.approx(0.1)
