@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from infra.event_loop import faust_env
 from infra.settings import Settings
 
 
@@ -35,8 +36,9 @@ class RunFailed(RuntimeError):
 
 
 def settings_env(settings: Settings) -> dict[str, str]:
-    """The environment that gives a child process the same settings."""
-    env = dict(os.environ)
+    """The environment that gives a child process the same settings (a Faust worker its event
+    loop too: :func:`infra.event_loop.faust_env`)."""
+    env = {**os.environ, **faust_env(settings)}
     for name, value in settings.model_dump().items():
         if value is None:
             continue

@@ -209,6 +209,12 @@ class Settings(BaseSettings):
         "sends it: 0 sends at once (least latency per hop); a few ms lets the outputs of one "
         "input, its table row and other episodes' events share one produce request",
     )
+    event_loop: Literal["uvloop", "asyncio"] = Field(
+        "asyncio",
+        description="the event loop of the Faust worker and the browser worker: uvloop "
+        "(libuv's, written in C) or Python's own asyncio loop. webgym's runs start Faust with "
+        "it (FAUST_LOOP); a Faust worker started by hand takes `faust -L uvloop`",
+    )
     learner_nice: int | None = Field(
         None,
         ge=0,

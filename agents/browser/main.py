@@ -13,6 +13,7 @@ import time
 from rich.console import Console
 
 from agents.browser.worker import BrowserWorker, BrowserWorkerConfig
+from infra import event_loop
 from infra.settings import Settings
 
 STATS_EVERY_S = 10.0
@@ -50,4 +51,4 @@ def run_browser_worker(settings: Settings, config: BrowserWorkerConfig) -> None:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    asyncio.run(serve(settings, config, Console()))
+    event_loop.run(serve(settings, config, Console()), settings)

@@ -23,6 +23,10 @@ def _served_port(child: Child, timeout_s: float = 60) -> int:
     raise AssertionError(f"`webgym sites serve` printed no address: {child.text()}")
 
 
+def _loads_uvloop(pid: int) -> bool:
+    return "uvloop/loop" in Path(f"/proc/{pid}/maps").read_text()
+
+
 def test_the_readme_manual_path_runs_command_by_command(run_settings, tmp_path: Path):
     settings = run_settings
     assert webgym_cli(settings, "topics", "create").returncode == 0
@@ -50,6 +54,10 @@ def test_the_readme_manual_path_runs_command_by_command(run_settings, tmp_path: 
         browser.wait_for("assigned", 120)
         policy.wait_for("assigned", 180)
         streams.wait_for("Ready", 120)
+        # Both asyncio workers run on the event loop the settings name.
+        uvloop = settings.event_loop == "uvloop"
+        assert _loads_uvloop(browser.process.pid) is uvloop
+        assert _loads_uvloop(streams.process.pid) is uvloop
 
         # Before the tasks are published: the command refuses the set, naming what exists...
         refused = webgym_cli(
