@@ -3,9 +3,8 @@
 uvloop (libuv's loop, written in C) spends less CPU per wake-up, socket read and write than
 Python's own loop, and each worker wakes several times for every event of a step; on the 2-core
 machine of ``bench/results/event_loop.json`` the rollout showed no clear gain from it, so
-asyncio is the default. Faust picks its
-loop when ``faust`` is imported, from ``-L`` or ``FAUST_LOOP``: :func:`faust_env` gives the
-environment that starts it on the chosen one.
+asyncio is the default. Faust picks its loop when ``faust`` is imported, from ``-L`` or
+``FAUST_LOOP``: :func:`faust_env` gives the environment that starts it on the chosen one.
 """
 
 from __future__ import annotations
